@@ -1,0 +1,55 @@
+# Mnemoflow: `make run` starts everything, `make test` runs the whole suite. Nothing to install by hand.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run down test test-unit test-integration test-e2e lint bench bench-quick clean help
+
+help:
+	@echo "make run    - install (first time), start the embedded stack, workers, beat, gateway :8080, Flower :5555"
+	@echo "make test   - the whole test suite against real PostgreSQL+pgvector, Valkey and Celery workers"
+	@echo "make down   - stop a stack started in the background (mnemoflow up --detach) or in another shell"
+	@echo "make lint   - ruff + mypy + import contracts"
+	@echo "make bench  - benchmarks (ingest throughput, query latency) printing figures and baselines"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/mnemoflow up
+
+down: $(STAMP)
+	$(BIN)/mnemoflow down
+
+# pytest exits 5 when it collected no tests: that is a failure here.
+test: $(STAMP)
+	$(BIN)/pytest tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
+
+test-unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+test-integration: $(STAMP)
+	$(BIN)/pytest tests/integration
+
+test-e2e: $(STAMP)
+	$(BIN)/pytest tests/e2e
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.ingest
+	$(BIN)/python -m bench.query
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m bench.ingest --sizes 2000
+	$(BIN)/python -m bench.query --sizes 2000
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,135 @@
+"""Shared parts of the benchmarks: a private stack (embedded or given URLs), a corpus, percentiles."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from infra.migrate import upgrade
+from shared.tasks import ALL_QUEUES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SUBJECTS = ["Alice", "Bob", "the team", "our client", "the ops crew", "Grandma", "the landlord", "Dr. Chen",
+            "the new intern", "my sister", "the vendor", "the board"]
+VERBS = ["mentioned", "decided", "remembered", "asked about", "complained about", "planned", "scheduled",
+         "reviewed", "forgot", "celebrated", "documented", "postponed"]
+OBJECTS = ["the quarterly budget", "a trip to Lisbon", "the database migration", "green tea", "the kubernetes upgrade",
+           "a birthday party", "the roof repair", "the onboarding checklist", "a new espresso machine",
+           "the marketing launch", "the security audit", "piano lessons", "the wifi password", "a hiking route",
+           "the invoice backlog", "the API rate limits", "a dentist appointment", "the garden fence"]
+DETAILS = ["on Monday", "next week", "yesterday", "because it was urgent", "after lunch", "with some doubts",
+           "for the third time", "before the deadline", "in great detail", "with excitement", "by email",
+           "during the standup"]
+
+
+def corpus(n: int, seed: int = 7) -> list[str]:
+    """n distinct, varied sentences (a numbered detail keeps every one unique)."""
+    rng = random.Random(seed)
+    return [
+        f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(DETAILS)} (note {i})"
+        for i in range(n)
+    ]
+
+
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(samples_ms)
+
+    def pct(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+    return {"p50": pct(50), "p95": pct(95), "p99": pct(99), "mean": statistics.fmean(ordered)}
+
+
+@dataclass
+class Servers:
+    admin_url: str
+    redis_url: str
+
+
+@contextlib.contextmanager
+def servers() -> Iterator[Servers]:
+    """Embedded PostgreSQL + Valkey in a temp dir, unless DATABASE_URL / REDIS_URL are set."""
+    with tempfile.TemporaryDirectory(prefix="mnemoflow-bench-") as tmp:
+        pg = rd = None
+        admin = os.environ.get("DATABASE_URL")
+        if not admin:
+            pg = EmbeddedPostgres(Path(tmp) / "pgdata", database="postgres")
+            admin = pg.start()
+        redis_url = os.environ.get("REDIS_URL")
+        if not redis_url:
+            rd = EmbeddedRedis(Path(tmp) / "valkey", persist=False)
+            redis_url = rd.start()
+        try:
+            yield Servers(admin, redis_url)
+        finally:
+            if rd:
+                rd.stop()
+            if pg:
+                pg.stop()
+
+
+def fresh_database(admin_url: str, name: str) -> str:
+    """Create (or recreate) a database and migrate it; returns its URL."""
+    dsn = admin_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    prefix, _, rest = admin_url.partition("://")
+    authority, _, path = rest.partition("/")
+    _, sep, query = path.partition("?")
+    url = f"{prefix}://{authority}/{name}{sep}{query}"
+    upgrade(url)
+    return url
+
+
+def plain_dsn(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+@contextlib.contextmanager
+def stack(database_url: str, redis_url: str, *, concurrency: int = 2, log_dir: Path | None = None) -> Iterator[str]:
+    """Gateway + one worker on every queue, as child processes; yields the gateway URL."""
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="mnemoflow-bench-logs-"))
+    env = dict(os.environ, DATABASE_URL=database_url, REDIS_URL=redis_url, MNEMOFLOW_ENVIRONMENT="test",
+               MNEMOFLOW_LOG_LEVEL="WARNING")
+    port = free_port()
+    procs = []
+    try:
+        for name, args in (
+            ("worker", ["celery", "-A", "workers.app", "worker", "-Q", ",".join(ALL_QUEUES), "-c", str(concurrency),
+                        "--loglevel", "WARNING", "--without-mingle", "--without-gossip"]),
+            ("gateway", ["uvicorn", "services.gateway.app:create_app", "--factory", "--host", "127.0.0.1",
+                         "--port", str(port), "--log-level", "warning"]),
+        ):
+            log = open(log_dir / f"{name}.log", "wb")  # noqa: SIM115
+            procs.append(subprocess.Popen([sys.executable, "-m", *args], env=env, cwd=ROOT, stdout=log,
+                                          stderr=subprocess.STDOUT))
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.2)
+        yield url
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()

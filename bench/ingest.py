@@ -1,0 +1,123 @@
+"""Bulk ingest throughput: POST /memory/batch until every memory is stored and queryable.
+
+Baseline, measured in the same run on the same machine: a plain COPY of the same rows (memories and
+their per-sector vectors) into the same indexed tables of a fresh database. Prints both and the ratio.
+
+    python -m bench.ingest --sizes 10000 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+
+import httpx
+import numpy as np
+import psycopg
+from pgvector import Vector
+from pgvector.psycopg import register_vector
+
+from bench.common import corpus, fresh_database, plain_dsn, servers, stack
+from shared.config import Settings
+from shared.embedding.factory import create_embedder
+from shared.memory_service import MemoryEngine
+from shared.schemas import MemoryCreate
+
+USER = "bench"
+
+
+def baseline_copy(database_url: str, texts: list[str]) -> tuple[float, float]:
+    """COPY the same prepared rows into the indexed tables; returns (seconds, prepare_seconds)."""
+    settings = Settings(database_url=database_url, redis_url="redis://unused")
+    engine = MemoryEngine(settings, create_embedder(settings))
+    started = time.perf_counter()
+    prepared = engine.prepare([MemoryCreate(content=t) for t in texts], USER)
+    prepare_s = time.perf_counter() - started
+    ids = [uuid.uuid4() for _ in prepared]
+    with psycopg.connect(plain_dsn(database_url)) as conn:
+        register_vector(conn)
+        started = time.perf_counter()
+        with conn.cursor() as cur:
+            with cur.copy(
+                "COPY memories (id, user_id, content, content_hash, primary_sector, sectors, tags, meta, salience, "
+                "decay_lambda, confidence, classification_confidence) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["uuid", "text", "text", "text", "text", "text[]", "text[]", "jsonb", "float4",
+                                "float4", "float4", "float4"])
+                for memory_id, m in zip(ids, prepared, strict=True):
+                    copy.write_row((memory_id, m.user_id, m.content, m.content_hash, m.primary_sector,
+                                    list(m.sectors), list(m.tags), json.dumps(m.meta), m.salience, m.decay_lambda,
+                                    m.confidence, m.classification_confidence))
+            with cur.copy(
+                "COPY memory_vectors (memory_id, sector, user_id, dim, model, embedding) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["uuid", "text", "text", "int2", "text", "vector"])
+                for memory_id, m in zip(ids, prepared, strict=True):
+                    vector = Vector(np.asarray(m.embedding, dtype=np.float32))
+                    for sector in m.sectors:
+                        copy.write_row((memory_id, sector, USER, m.embedding.shape[0], "baseline", vector))
+        conn.commit()
+        return time.perf_counter() - started, prepare_s
+
+
+def ours(gateway: str, texts: list[str], request_size: int) -> float:
+    """Seconds from the first POST /memory/batch until every job has succeeded."""
+    with httpx.Client(base_url=gateway, timeout=300) as client:
+        started = time.perf_counter()
+        jobs = []
+        for start in range(0, len(texts), request_size):
+            items = [{"content": t} for t in texts[start : start + request_size]]
+            response = client.post("/memory/batch", json={"items": items, "user_id": USER})
+            response.raise_for_status()
+            jobs.append(response.json()["job_id"])
+        pending = set(jobs)
+        while pending:
+            for job_id in list(pending):
+                job = client.get(f"/jobs/{job_id}", params={"user_id": USER}).json()
+                if job["status"] == "failed":
+                    raise RuntimeError(f"job failed: {job}")
+                if job["status"] == "succeeded":
+                    pending.discard(job_id)
+            if pending:
+                time.sleep(0.1)
+        elapsed = time.perf_counter() - started
+        probe = texts[len(texts) // 2]
+        found = client.post("/memory/query", json={"query": probe, "user_id": USER, "k": 5}).json()["matches"]
+        if not any(m["content"] == probe for m in found):
+            print(f"  warning: probe memory not in top 5 for its own text: {probe!r}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--request-size", type=int, default=5_000, help="items per POST /memory/batch")
+    parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
+    args = parser.parse_args()
+
+    rows = []
+    with servers() as srv:
+        for size in args.sizes:
+            texts = corpus(size)
+            base_url = fresh_database(srv.admin_url, "bench_baseline")
+            copy_s, prepare_s = baseline_copy(base_url, texts)
+            our_url = fresh_database(srv.admin_url, "bench_ingest")
+            with stack(our_url, srv.redis_url, concurrency=args.concurrency) as gateway:
+                ours_s = ours(gateway, texts, args.request_size)
+            with psycopg.connect(plain_dsn(our_url)) as conn:
+                stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]  # type: ignore[index]
+                links = conn.execute("SELECT count(*) FROM waypoints").fetchone()[0]  # type: ignore[index]
+            rows.append((size, size / copy_s, size / prepare_s, size / ours_s, stored, links))
+            print(f"[ingest] n={size:,}: COPY baseline {size / copy_s:,.0f} rows/s | ours {size / ours_s:,.0f} "
+                  f"memories/s (stored {stored:,}, waypoints {links:,}) | ratio {copy_s / ours_s:.2f}", flush=True)
+
+    print("\nbulk ingest, synthetic embeddings (memories/s, end to end until stored and queryable)")
+    print(f"{'n':>9} {'COPY baseline':>14} {'embed only':>11} {'ours':>9} {'ours/COPY':>10}")
+    for size, base, embed, our, _, _ in rows:
+        print(f"{size:>9,} {base:>14,.0f} {embed:>11,.0f} {our:>9,.0f} {our / base:>10.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Query latency of POST /memory/query at several store sizes: p50/p95/p99 over HTTP.
+
+Baseline, same run and database: the bare HNSW top-(k×4) SQL query on one sector partition, which
+is the floor any full pipeline stands on. Prints both and the ratio.
+
+    python -m bench.query --sizes 10000 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+import httpx
+import numpy as np
+import psycopg
+from pgvector import Vector
+from pgvector.psycopg import register_vector
+
+from bench.common import corpus, fresh_database, percentiles, plain_dsn, servers, stack
+from shared.config import Settings
+from shared.db import Database, create_db_engine
+from shared.embedding.factory import create_embedder
+from shared.memory_service import MemoryEngine
+from shared.schemas import MemoryCreate
+
+USER = "bench"
+
+
+def load(database_url: str, texts: list[str], batch: int = 2_000) -> float:
+    """Store the corpus through the engine's own write path (insert + waypoints), in batches."""
+    settings = Settings(database_url=database_url, redis_url="redis://unused")
+    engine = MemoryEngine(settings, create_embedder(settings))
+    db = Database(create_db_engine(settings, "mnemoflow.bench"))
+    started = time.perf_counter()
+    for start in range(0, len(texts), batch):
+        with db.session() as session:
+            engine.store(session, engine.prepare([MemoryCreate(content=t) for t in texts[start : start + batch]],
+                                                 USER))
+    db.dispose()
+    with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+    return time.perf_counter() - started
+
+
+def questions(texts: list[str], n: int, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    picked = rng.sample(texts, min(n, len(texts)))
+    # Questions share some words with a stored memory, not all of them.
+    return [" ".join(w for w in t.split() if rng.random() < 0.6) or t for t in picked]
+
+
+def baseline(database_url: str, qs: list[str], k: int) -> list[float]:
+    settings = Settings(database_url=database_url, redis_url="redis://unused")
+    embedder = create_embedder(settings)
+    dim = embedder.dim
+    samples = []
+    with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("SET hnsw.ef_search = %s" % settings.hnsw_ef_search)
+        for q in qs:
+            vector = Vector(np.asarray(embedder.embed([q])[0], dtype=np.float32))
+            started = time.perf_counter()
+            conn.execute(
+                f"SELECT memory_id FROM memory_vectors WHERE sector = 'semantic' AND dim = {dim} "
+                f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
+                (vector, k * 4),
+            ).fetchall()
+            samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def over_http(gateway: str, qs: list[str], k: int) -> list[float]:
+    samples = []
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        for q in qs[:20]:  # warm-up
+            client.post("/memory/query", json={"query": q, "k": k, "user_id": USER})
+        for q in qs:
+            started = time.perf_counter()
+            response = client.post("/memory/query", json={"query": q, "k": k, "user_id": USER})
+            samples.append((time.perf_counter() - started) * 1000)
+            response.raise_for_status()
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("-k", type=int, default=8)
+    args = parser.parse_args()
+
+    rows = []
+    with servers() as srv:
+        for size in args.sizes:
+            texts = corpus(size)
+            url = fresh_database(srv.admin_url, "bench_query")
+            load_s = load(url, texts)
+            qs = questions(texts, args.queries)
+            base = percentiles(baseline(url, qs, args.k))
+            with stack(url, srv.redis_url) as gateway:
+                ours = percentiles(over_http(gateway, qs, args.k))
+            rows.append((size, base, ours, size / load_s))
+            print(f"[query] n={size:,}: ours p50 {ours['p50']:.1f} p95 {ours['p95']:.1f} p99 {ours['p99']:.1f} ms | "
+                  f"bare HNSW p50 {base['p50']:.1f} p95 {base['p95']:.1f} ms (loaded at {size / load_s:,.0f}/s)",
+                  flush=True)
+
+    print(f"\nquery latency, full pipeline over HTTP (k={args.k}, {args.queries} queries, one client)")
+    print(f"{'n':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'HNSW p50':>9} {'HNSW p95':>9} {'p95 ratio':>10}")
+    for size, base, ours, _ in rows:
+        print(f"{size:>9,} {ours['p50']:>8.1f} {ours['p95']:>8.1f} {ours['p99']:>8.1f} {base['p50']:>9.1f} "
+              f"{base['p95']:>9.1f} {ours['p95'] / base['p95']:>10.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""The FastAPI gateway: app factory and lifespan. Reads are answered here; heavy writes go to Celery."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.gateway import metrics
+from services.gateway.errors import error_body, install_error_handlers
+from services.gateway.routers import memory, system
+from services.gateway.state import GatewayState
+from shared import __version__
+from shared.config import Settings, get_settings
+from shared.db import Database, create_db_engine
+from shared.embedding.factory import create_embedder
+from shared.logs import configure_logging
+from shared.memory_service import MemoryEngine
+from shared.queueing import make_celery
+
+log = logging.getLogger("mnemoflow.gateway")
+
+
+class BodySizeLimit:
+    """Refuse request bodies over the limit with 413, whether or not Content-Length is sent."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited_receive, send)
+        except _TooLarge:
+            await self._reject(scope, receive, send)
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse(
+            error_body(
+                "payload_too_large",
+                f"request body exceeds {self.max_bytes:,} bytes; split it into smaller requests",
+            ),
+            status_code=413,
+        )
+        await response(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    configure_logging(settings.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = Database(create_db_engine(settings, "mnemoflow.gateway"))
+        redis_client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2, socket_connect_timeout=2)
+        app.state.mnemoflow = GatewayState(
+            settings=settings,
+            db=db,
+            engine=MemoryEngine(settings, create_embedder(settings)),
+            redis=redis_client,
+            celery=make_celery(settings, "mnemoflow.gateway"),
+        )
+        log.info("gateway ready (version %s)", __version__)
+        try:
+            yield
+        finally:
+            db.dispose()
+            redis_client.close()
+
+    app = FastAPI(
+        title="Mnemoflow",
+        version=__version__,
+        summary="Long-term memory for AI agents: sectored memories, hybrid retrieval, decay.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(system.router)
+    app.include_router(memory.router)
+
+    @app.middleware("http")
+    async def observe(request: Request, call_next):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        metrics.REQUESTS.labels(request.method, path, str(response.status_code)).inc()
+        metrics.LATENCY.labels(request.method, path).observe(time.perf_counter() - started)
+        return response
+
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    return app

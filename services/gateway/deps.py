@@ -1,0 +1,67 @@
+"""Request dependencies as Annotated aliases: state, session, tenant."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from services.gateway.state import GatewayState
+from shared.errors import Forbidden, Unauthorized
+
+
+def get_state(request: Request) -> GatewayState:
+    return request.app.state.mnemoflow  # type: ignore[no-any-return]
+
+
+StateDep = Annotated[GatewayState, Depends(get_state)]
+
+
+def get_session(state: StateDep) -> Iterator[Session]:
+    with state.db.session() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+class Principal:
+    """Who is calling: the tenant bound to their API key, or anyone when no keys are configured."""
+
+    def __init__(self, bound_tenant: str | None, default_user_id: str) -> None:
+        self.bound_tenant = bound_tenant
+        self.default_user_id = default_user_id
+
+    def tenant(self, *requested: str | None) -> str:
+        """The tenant this request acts for; a key bound to another tenant gets 403."""
+        asked = {r for r in requested if r}
+        if len(asked) > 1:
+            raise Forbidden(f"conflicting user_id values in one request: {', '.join(sorted(asked))}")
+        wanted = next(iter(asked), None)
+        if self.bound_tenant is None:
+            return wanted or self.default_user_id
+        if wanted is not None and wanted != self.bound_tenant:
+            raise Forbidden(f"this API key belongs to user_id {self.bound_tenant!r}, not {wanted!r}")
+        return self.bound_tenant
+
+
+def get_principal(request: Request, state: StateDep) -> Principal:
+    keys = state.settings.all_api_keys
+    if not keys:
+        return Principal(None, state.settings.default_user_id)
+    presented = request.headers.get("x-api-key")
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        presented = auth[7:].strip()
+    if not presented:
+        raise Unauthorized("this server requires an API key: send 'Authorization: Bearer <key>' or 'x-api-key'")
+    for key, tenant in keys.items():
+        if hmac.compare_digest(key.encode(), presented.encode()):
+            return Principal(tenant, state.settings.default_user_id)
+    raise Unauthorized("the API key is not valid")
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -1,0 +1,232 @@
+"""/memory/*: OpenMemory-compatible memory routes."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response, status
+
+from services.gateway import metrics
+from services.gateway.deps import PrincipalDep, StateDep
+from shared import sectors as sector_rules
+from shared.errors import InvalidInput, NotFound
+from shared.schemas import (
+    BatchRequest,
+    MatchTrace,
+    MemoryAddResult,
+    MemoryCreate,
+    MemoryPage,
+    MemoryPublic,
+    MemoryUpdate,
+    QueryMatch,
+    QueryRequest,
+    QueryResponse,
+    ReinforceRequest,
+)
+from shared.storage import jobs as job_store
+from shared.storage import memories as store
+from shared.storage.memories import MemoryFilter
+from shared.tasks import TaskName, embed_queue
+from shared.text import normalize_content
+
+log = logging.getLogger("mnemoflow.gateway")
+router = APIRouter(prefix="/memory", tags=["memory"])
+
+
+@router.post("/add", response_model=MemoryAddResult)
+def add_memory(body: MemoryCreate, state: StateDep, principal: PrincipalDep) -> MemoryAddResult:
+    """Store one memory synchronously: it is queryable when this call returns. Same content twice → same memory."""
+    user_id = principal.tenant(body.user_id)
+    with state.db.session() as session:
+        memory, deduplicated = state.engine.add(session, user_id, body)
+    metrics.MEMORIES_ADDED.labels(deduplicated=str(deduplicated).lower()).inc()
+    return MemoryAddResult(**memory, deduplicated=deduplicated)
+
+
+@router.post("/query", response_model=QueryResponse, response_model_exclude_none=True)
+def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep) -> QueryResponse:
+    """Find the memories that matter for `query`: full-text + vector candidates, waypoints, composite score."""
+    settings = state.settings
+    user_id = principal.tenant(body.user_id, body.filters.user_id)
+    k = body.k or settings.default_k
+    if k > settings.max_k:
+        raise InvalidInput(f"k={k} is above the maximum of {settings.max_k}")
+    with state.db.session() as session:
+        outcome = state.engine.query(session, user_id, body.query, k=k, filters=body.filters)
+    matches = [
+        QueryMatch(
+            id=c.id,
+            content=row["content"],
+            score=round(c.score, 6),
+            sectors=row["sectors"],
+            primary_sector=row["primary_sector"],
+            path=c.path,
+            salience=row["salience"],
+            last_seen_at=row["last_seen_at"],
+            tags=row["tags"],
+            metadata=row["metadata"],
+            trace=MatchTrace(
+                lexical_rank=c.lexical_rank,
+                lexical_score=c.lexical_score,
+                dense_rank=c.dense_rank,
+                dense_similarity=c.dense_similarity,
+                rrf_score=round(c.rrf_score, 6),
+                hops=c.hops,
+                via=str(c.via) if c.via else None,
+                components=c.components,
+            )
+            if body.explain
+            else None,
+        )
+        for c, row in outcome.matches
+    ]
+    metrics.QUERIES.labels(outcome="hit" if matches else "empty").inc()
+    metrics.QUERY_MATCHES.observe(len(matches))
+    if settings.decay_reinforce_on_query and outcome.reinforce_ids:
+        _send(
+            state,
+            TaskName.REINFORCE_HITS,
+            kwargs={
+                "event_id": f"query:{uuid.uuid4()}",
+                "user_id": user_id,
+                "memory_ids": [str(i) for i in outcome.reinforce_ids],
+                "traversed": [[str(a), str(b)] for a, b in outcome.traversed],
+            },
+        )
+    return QueryResponse(query=body.query, matches=matches, candidates=outcome.candidates)
+
+
+@router.post("/batch", status_code=status.HTTP_202_ACCEPTED)
+def add_batch(body: BatchRequest, state: StateDep, principal: PrincipalDep, response: Response) -> dict[str, Any]:
+    """Store many memories through the sector queues: returns a job id at once; poll GET /jobs/{id}."""
+    settings = state.settings
+    user_id = principal.tenant(body.user_id)
+    if len(body.items) > settings.max_batch_items:
+        raise InvalidInput(
+            f"{len(body.items):,} items in one batch; the limit is {settings.max_batch_items:,}. Split the batch."
+        )
+    by_sector: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for i, item in enumerate(body.items):
+        state.engine.validate_item(item, where=f"items[{i}]")
+        if item.user_id is not None:
+            principal.tenant(item.user_id, user_id)  # an item may not write into another tenant
+        sector = sector_rules.classify(normalize_content(item.content)).primary
+        by_sector[sector].append(item.model_dump(mode="json", exclude_none=True, exclude={"user_id"}))
+    chunks = []
+    for sector in sorted(by_sector):
+        items = by_sector[sector]
+        for start in range(0, len(items), settings.batch_chunk_size):
+            chunks.append(
+                job_store.ChunkSpec(len(chunks), sector, items[start : start + settings.batch_chunk_size])
+            )
+    with state.db.session() as session:
+        job_id, created = job_store.create_job(
+            session,
+            user_id=user_id,
+            kind="batch",
+            total=len(body.items),
+            params={"items": len(body.items), "chunks": len(chunks)},
+            idempotency_key=body.idempotency_key,
+        )
+        if created:
+            job_store.add_chunks(session, job_id, chunks)
+    if created:  # enqueue only after the commit; a lost message is re-sent by the sweeper
+        metrics.JOBS_ENQUEUED.labels(kind="batch").inc()
+        for chunk in chunks:
+            _send(
+                state,
+                TaskName.STORE_CHUNK,
+                kwargs={"job_id": str(job_id), "seq": chunk.seq},
+                queue=embed_queue(chunk.sector),
+            )
+    response.headers["Location"] = f"/jobs/{job_id}"
+    return {
+        "job_id": str(job_id),
+        "status": "queued" if created else "existing",
+        "items": len(body.items),
+        "chunks": len(chunks) if created else None,
+        "status_url": f"/jobs/{job_id}",
+    }
+
+
+@router.post("/reinforce")
+def reinforce_memory(body: ReinforceRequest, state: StateDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Boost a memory's salience (default boost from settings) and mark it seen now."""
+    user_id = principal.tenant(body.user_id)
+    boost = body.boost if body.boost is not None else state.settings.manual_reinforce_boost
+    with state.db.session() as session:
+        rows = store.reinforce(session, user_id, [body.id], boost=boost, count_coactivation=False)
+    if not rows:
+        raise NotFound(f"memory {body.id} not found")
+    return {"ok": True, "id": str(body.id), "salience": rows[0]["salience"]}
+
+
+@router.get("/all", response_model=MemoryPage)
+def list_all(
+    state: StateDep,
+    principal: PrincipalDep,
+    u: Annotated[int, Query(ge=0, description="offset (OpenMemory's name)")] = 0,
+    l: Annotated[int, Query(ge=1, le=1000, description="limit (OpenMemory's name)")] = 100,  # noqa: E741
+    sector: str | None = None,
+    user_id: str | None = None,
+    tags: Annotated[list[str] | None, Query(description="only memories carrying all these tags")] = None,
+    start_time: Annotated[datetime | None, Query(alias="startTime")] = None,
+    end_time: Annotated[datetime | None, Query(alias="endTime")] = None,
+) -> MemoryPage:
+    """A tenant's memories, newest first, paginated with `u` (offset) and `l` (limit)."""
+    tenant = principal.tenant(user_id)
+    if sector is not None:
+        _check_sector(sector)
+    where = MemoryFilter(sectors=[sector] if sector else None, tags=tags, start_time=start_time, end_time=end_time)
+    with state.db.session() as session:
+        rows, total = store.list_memories(session, tenant, offset=u, limit=l, where=where)
+    return MemoryPage(items=[MemoryPublic(**r) for r in rows], total=total, offset=u, limit=l)
+
+
+@router.get("/{memory_id}", response_model=MemoryPublic)
+def get_memory(memory_id: uuid.UUID, state: StateDep, principal: PrincipalDep, user_id: str | None = None):
+    tenant = principal.tenant(user_id)
+    with state.db.session() as session:
+        row = store.get_memory(session, tenant, memory_id)
+    if row is None:
+        raise NotFound(f"memory {memory_id} not found for user_id {tenant!r}")
+    return MemoryPublic(**row)
+
+
+@router.patch("/{memory_id}", response_model=MemoryPublic)
+def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, principal: PrincipalDep):
+    """Change a memory's content (re-classified and re-embedded), tags or metadata."""
+    tenant = principal.tenant(body.user_id)
+    if body.content is None and body.tags is None and body.metadata is None:
+        raise InvalidInput("nothing to update: send content, tags or metadata")
+    with state.db.session() as session:
+        row = state.engine.update(session, tenant, memory_id, body.model_dump(exclude_unset=True))
+    return MemoryPublic(**row)
+
+
+@router.delete("/{memory_id}")
+def delete_memory(memory_id: uuid.UUID, state: StateDep, principal: PrincipalDep, user_id: str | None = None):
+    tenant = principal.tenant(user_id)
+    with state.db.session() as session:
+        deleted = store.delete_memory(session, tenant, memory_id)
+    if not deleted:
+        raise NotFound(f"memory {memory_id} not found for user_id {tenant!r}")
+    return {"ok": True, "id": str(memory_id)}
+
+
+def _check_sector(sector: str) -> None:
+    if sector not in sector_rules.SECTORS:
+        raise InvalidInput(f"unknown sector {sector!r}; expected one of {', '.join(sector_rules.SECTORS)}")
+
+
+def _send(state: Any, name: str, *, kwargs: dict[str, Any], queue: str | None = None) -> None:
+    """Send a task by name; a broker outage is logged, never fatal (jobs are re-sent by the sweeper)."""
+    try:
+        state.celery.send_task(name, kwargs=kwargs, queue=queue)
+    except Exception as exc:
+        metrics.ENQUEUE_FAILURES.inc()
+        log.warning("could not enqueue %s (%s); it will be retried by the sweeper if it is job work", name, exc)

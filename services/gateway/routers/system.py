@@ -1,0 +1,99 @@
+"""/health, /sectors, /jobs/{id}, /metrics."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from services.gateway.deps import PrincipalDep, StateDep
+from shared import __version__
+from shared import sectors as sector_rules
+from shared.errors import NotFound
+from shared.schemas import JobPublic
+from shared.storage import jobs as job_store
+from shared.storage import memories as store
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/health")
+def health(state: StateDep, response: Response) -> dict[str, Any]:
+    """Version, embedding provider, and whether the database and the broker answer (503 if not)."""
+    database_ok = broker_ok = True
+    try:
+        with state.db.session() as session:
+            session.execute(text("SELECT 1"))
+    except Exception:
+        database_ok = False
+    try:
+        state.redis.ping()
+    except Exception:
+        broker_ok = False
+    ok = database_ok and broker_ok
+    if not ok:
+        response.status_code = 503
+    embedder = state.engine.embedder
+    return {
+        "ok": ok,
+        "version": __version__,
+        "embedding": {"provider": embedder.name, "model": embedder.model, "dimensions": embedder.dim,
+                      "configured": True},
+        "database": {"ok": database_ok},
+        "broker": {"ok": broker_ok},
+    }
+
+
+@router.get("/sectors")
+def sectors(state: StateDep, principal: PrincipalDep, user_id: str | None = None) -> dict[str, Any]:
+    """The five sectors, their configuration, and per-sector memory count and mean salience for the tenant."""
+    tenant = principal.tenant(user_id)
+    with state.db.session() as session:
+        stats = {row["sector"]: row for row in store.sector_stats(session, tenant)}
+    return {
+        "sectors": list(sector_rules.SECTORS),
+        "configs": {
+            name: {"decay_lambda": cfg.decay_lambda, "weight": cfg.weight, "description": cfg.description}
+            for name, cfg in sector_rules.SECTOR_CONFIGS.items()
+        },
+        "stats": [
+            {
+                "sector": name,
+                "count": int(stats[name]["count"]) if name in stats else 0,
+                "avg_salience": round(float(stats[name]["avg_salience"]), 4) if name in stats else None,
+            }
+            for name in sector_rules.SECTORS
+        ],
+    }
+
+
+@router.get("/jobs/{job_id}", response_model=JobPublic)
+def get_job(job_id: uuid.UUID, state: StateDep, principal: PrincipalDep, user_id: str | None = None) -> JobPublic:
+    """A job's status, progress (done/total) and error, as recorded in PostgreSQL."""
+    tenant = principal.tenant(user_id)
+    with state.db.session() as session:
+        job = job_store.get_job(session, job_id, tenant)
+        if job is None:
+            raise NotFound(f"job {job_id} not found for user_id {tenant!r}")
+        totals = job_store.chunk_totals(session, job_id)
+    return JobPublic(
+        id=job["id"],
+        kind=job["kind"],
+        status=job["status"],
+        progress={"done": job["progress_done"], "total": job["progress_total"]},
+        attempts=job["attempts"],
+        error=job["error"],
+        result=job["result"] | totals,
+        created_at=job["created_at"],
+        updated_at=job["updated_at"],
+        started_at=job["started_at"],
+        finished_at=job["finished_at"],
+    )
+
+
+@router.get("/metrics", include_in_schema=False)
+def prometheus_metrics() -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,3 @@
+"""Mnemoflow domain code shared by the gateway and the workers."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,185 @@
+"""One typed settings object for gateway, workers, CLI and tests, read from the environment."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "test", "xxx"})
+
+
+def _env(*names: str) -> AliasChoices:
+    """Accept Mnemoflow's own name first, then OpenMemory's, so an OpenMemory config carries over."""
+    return AliasChoices(*names)
+
+
+def normalize_database_url(url: str) -> str:
+    """Point any PostgreSQL DSN at the psycopg 3 driver."""
+    for prefix in ("postgres://", "postgresql://", "postgresql+psycopg2://", "postgresql+asyncpg://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class Settings(BaseSettings):
+    """Every knob of Mnemoflow; defaults are the seeds' defaults."""
+
+    model_config = SettingsConfigDict(env_prefix="MNEMOFLOW_", extra="ignore", populate_by_name=True)
+
+    environment: Literal["development", "test", "production"] = "development"
+    log_level: str = "INFO"
+
+    # Where the embedded stack keeps its data; an external server is used when a URL is set.
+    data_dir: Path = Field(default=Path(".mnemoflow"), validation_alias=_env("MNEMOFLOW_DATA_DIR"))
+    database_url: str | None = Field(default=None, validation_alias=_env("DATABASE_URL", "MNEMOFLOW_DATABASE_URL"))
+    redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL", "MNEMOFLOW_REDIS_URL"))
+
+    host: str = Field(default="127.0.0.1", validation_alias=_env("HOST", "MNEMOFLOW_HOST"))
+    port: int = Field(default=8080, ge=1, le=65535, validation_alias=_env("PORT", "MNEMOFLOW_PORT", "OM_PORT"))
+    flower_port: int = Field(default=5555, ge=1, le=65535, validation_alias=_env("FLOWER_PORT", "MNEMOFLOW_FLOWER_PORT"))
+
+    # Auth: "key=tenant,key2=tenant2"; OpenMemory's single OM_API_KEY binds to default_user_id.
+    api_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict, validation_alias=_env("MNEMOFLOW_API_KEYS"))
+    om_api_key: str | None = Field(default=None, validation_alias=_env("OM_API_KEY"))
+    default_user_id: str = "anonymous"
+
+    # Embeddings
+    embedding_provider: Literal["synthetic"] = Field(
+        default="synthetic", validation_alias=_env("MNEMOFLOW_EMBEDDING_PROVIDER", "OM_EMBEDDINGS")
+    )
+    vector_dim: int = Field(default=384, ge=32, le=4000, validation_alias=_env("MNEMOFLOW_VECTOR_DIM", "OM_VEC_DIM"))
+    hnsw_m: int = Field(default=16, ge=4, le=100)
+    hnsw_ef_construction: int = Field(default=64, ge=8, le=1000)
+    hnsw_ef_search: int = Field(default=64, ge=1, le=1000)
+
+    # Input limits
+    max_content_chars: int = Field(default=100_000, ge=1)
+    max_tags: int = Field(default=64, ge=0)
+    max_tag_chars: int = Field(default=128, ge=1)
+    max_metadata_bytes: int = Field(default=64 * 1024, ge=0)
+    max_batch_items: int = Field(default=50_000, ge=1)
+    batch_chunk_size: int = Field(default=500, ge=1, le=10_000)
+    max_request_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+
+    # Retrieval (architecture seed: composite 0.6/0.2/0.1/0.1; recall seed: RRF k=60)
+    default_k: int = Field(default=8, ge=1, le=200)
+    max_k: int = Field(default=200, ge=1, le=1000)
+    min_score: float = Field(default=0.3, ge=0.0, le=1.0, validation_alias=_env("MNEMOFLOW_MIN_SCORE", "OM_MIN_SCORE"))
+    candidate_multiplier: int = Field(default=4, ge=1, le=50)
+    # kNN always returns neighbours; below this cosine a "neighbour" is noise, not a dense hit.
+    dense_min_similarity: float = Field(default=0.05, ge=-1.0, le=1.0)
+    rrf_k: int = Field(default=60, ge=1)
+    weight_similarity: float = 0.6
+    weight_salience: float = 0.2
+    weight_recency: float = 0.1
+    weight_waypoint: float = 0.1
+    # membox fusion: relevance = decay^hops * (alpha*cosine + (1-alpha)*lexical)
+    fusion_alpha: float = Field(default=0.5, ge=0.0, le=1.0)
+    recency_decay_per_day: float = Field(default=0.05, ge=0.0)
+    waypoint_hop_decay: float = Field(default=0.5, ge=0.0, le=1.0)
+    text_search_config: str = "english"
+
+    # Waypoints (architecture seed)
+    waypoint_threshold: float = Field(default=0.75, ge=0.0, le=1.0)
+    waypoint_reinforce_step: float = 0.05
+    waypoint_max_weight: float = 1.0
+    waypoint_prune_threshold: float = 0.05
+    waypoint_prune_interval_days: float = 7.0
+
+    # Salience (OpenMemory: 0.4 + 0.1 per additional sector) and reinforcement (decay seed)
+    initial_salience_base: float = 0.4
+    initial_salience_per_extra_sector: float = 0.1
+    manual_reinforce_boost: float = Field(default=0.2, ge=0.0, le=1.0)
+    query_reinforce_boost: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    # Lifecycle knobs (decay seed). The decay cycle itself arrives with the lifecycle issue.
+    decay_threads: int = Field(default=3, ge=1, validation_alias=_env("MNEMOFLOW_DECAY_THREADS", "OM_DECAY_THREADS"))
+    decay_cold_threshold: float = Field(
+        default=0.25, ge=0.0, le=1.0, validation_alias=_env("MNEMOFLOW_DECAY_COLD_THRESHOLD", "OM_DECAY_COLD_THRESHOLD")
+    )
+    decay_reinforce_on_query: bool = Field(
+        default=True, validation_alias=_env("MNEMOFLOW_DECAY_REINFORCE_ON_QUERY", "OM_DECAY_REINFORCE_ON_QUERY")
+    )
+    regeneration_enabled: bool = Field(
+        default=True, validation_alias=_env("MNEMOFLOW_REGENERATION_ENABLED", "OM_REGENERATION_ENABLED")
+    )
+    max_vector_dim: int = Field(default=1536, ge=64, validation_alias=_env("MNEMOFLOW_MAX_VECTOR_DIM", "OM_MAX_VECTOR_DIM"))
+    min_vector_dim: int = Field(default=64, ge=8, validation_alias=_env("MNEMOFLOW_MIN_VECTOR_DIM", "OM_MIN_VECTOR_DIM"))
+    summary_layers: int = Field(default=3, ge=1, le=3, validation_alias=_env("MNEMOFLOW_SUMMARY_LAYERS", "OM_SUMMARY_LAYERS"))
+    decay_ratio: float = Field(default=0.03, gt=0.0, le=1.0, validation_alias=_env("MNEMOFLOW_DECAY_RATIO", "OM_DECAY_RATIO"))
+    decay_sleep_ms: int = Field(default=200, ge=0, validation_alias=_env("MNEMOFLOW_DECAY_SLEEP_MS", "OM_DECAY_SLEEP_MS"))
+    decay_interval_minutes: float = Field(
+        default=1440, gt=0, validation_alias=_env("MNEMOFLOW_DECAY_INTERVAL_MINUTES", "OM_DECAY_INTERVAL_MINUTES")
+    )
+    decay_cooldown_seconds: float = 60.0
+    tier_hot_lambda: float = 0.005
+    tier_warm_lambda: float = 0.02
+    tier_cold_lambda: float = 0.05
+    tier_recent_days: float = 6.0
+    tier_hot_coactivations: int = 5
+    tier_hot_salience: float = 0.7
+    tier_warm_salience: float = 0.4
+    compression_threshold: float = 0.7
+    fingerprint_dim: int = 32
+
+    # Jobs and Celery
+    job_max_attempts: int = Field(default=5, ge=1)
+    job_stall_seconds: int = Field(default=300, ge=5)
+    sweep_interval_seconds: float = Field(default=60.0, gt=0)
+    broker_visibility_timeout: int = Field(default=3600, ge=60)
+    worker_concurrency: int = Field(default=2, ge=1)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _parse_api_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            pairs: dict[str, str] = {}
+            for entry in filter(None, (part.strip() for part in value.split(","))):
+                key, sep, tenant = entry.partition("=")
+                if not sep or not key.strip() or not tenant.strip():
+                    raise ValueError(f"MNEMOFLOW_API_KEYS entry {entry!r} must look like 'key=tenant'")
+                pairs[key.strip()] = tenant.strip()
+            return pairs
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalize_dsn(cls, value: str | None) -> str | None:
+        return normalize_database_url(value) if value else None
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.min_vector_dim > self.max_vector_dim:
+            raise ValueError("OM_MIN_VECTOR_DIM must not exceed OM_MAX_VECTOR_DIM")
+        if self.default_k > self.max_k:
+            raise ValueError("MNEMOFLOW_DEFAULT_K must not exceed MNEMOFLOW_MAX_K")
+        if self.environment != "development":
+            weak = [k for k in self.all_api_keys if k.lower() in PLACEHOLDER_SECRETS or len(k) < 12]
+            if weak:
+                raise ValueError(
+                    "refusing placeholder or short API keys outside development; "
+                    "set MNEMOFLOW_API_KEYS to keys of at least 12 random characters"
+                )
+        return self
+
+    @property
+    def all_api_keys(self) -> dict[str, str]:
+        """API key → tenant, including OpenMemory's single OM_API_KEY."""
+        keys = dict(self.api_keys)
+        if self.om_api_key:
+            keys.setdefault(self.om_api_key, self.default_user_id)
+        return keys
+
+    @property
+    def score_weights(self) -> tuple[float, float, float, float]:
+        return (self.weight_similarity, self.weight_salience, self.weight_recency, self.weight_waypoint)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once."""
+    return Settings()

@@ -1,0 +1,67 @@
+"""Engines and sessions: one engine per process, named, built at start-up (never at import)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from pgvector.psycopg import register_vector
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from shared.config import Settings, normalize_database_url
+
+log = logging.getLogger(__name__)
+
+
+def create_db_engine(settings: Settings, application_name: str, *, pool_size: int = 10) -> Engine:
+    """An engine for this process; `application_name` shows in pg_stat_activity."""
+    if not settings.database_url:
+        raise RuntimeError("DATABASE_URL is not set; start the stack with `mnemoflow up` or set it")
+    engine = create_engine(
+        normalize_database_url(settings.database_url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        connect_args={"application_name": application_name},
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+        try:
+            register_vector(dbapi_connection)
+        except Exception:  # the extension appears with the first migration
+            log.debug("vector type not registered (migrations not applied yet?)")
+        # Per-connection defaults for the read path: iterative HNSW scans keep filtered searches complete.
+        with dbapi_connection.cursor() as cur:
+            cur.execute(f"SET hnsw.ef_search = {int(settings.hnsw_ef_search)}")
+            cur.execute("SET hnsw.iterative_scan = relaxed_order")
+        dbapi_connection.commit()
+
+    return engine
+
+
+class Database:
+    """The engine and session factory of one process."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Session]:
+        """One unit of work: committed when the block ends, rolled back on error."""
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def dispose(self) -> None:
+        self.engine.dispose()

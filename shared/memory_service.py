@@ -1,0 +1,285 @@
+"""The HSG memory engine: write path (classify, embed, store, link) and read path (retrieve, score).
+
+Functions take an open session and never commit: the request or task that called them does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from shared import sectors as sector_rules
+from shared.config import Settings
+from shared.embedding import EmbeddingProvider
+from shared.errors import Conflict, InvalidInput, NotFound
+from shared.retrieval import Candidate, expand_one_hop, fuse, score_candidate
+from shared.schemas import MemoryCreate, QueryFilters
+from shared.scoring import ScoreWeights
+from shared.storage import jobs as job_store
+from shared.storage import memories as store
+from shared.storage.memories import MemoryFilter, NewMemory
+from shared.text import content_hash, normalize_content
+
+log = logging.getLogger("mnemoflow.memory")
+
+
+@dataclass
+class QueryOutcome:
+    """The ranked matches and what should be reinforced afterwards (off the request path)."""
+
+    matches: list[tuple[Candidate, dict[str, Any]]]
+    candidates: int
+    reinforce_ids: list[uuid.UUID] = field(default_factory=list)
+    traversed: list[tuple[uuid.UUID, uuid.UUID]] = field(default_factory=list)
+
+
+class MemoryEngine:
+    """Stateless apart from its settings and embedder; one per process."""
+
+    def __init__(self, settings: Settings, embedder: EmbeddingProvider) -> None:
+        self.settings = settings
+        self.embedder = embedder
+
+    # Validation ---------------------------------------------------------------------------------------
+
+    def validate_item(self, item: MemoryCreate, where: str = "content") -> None:
+        """Limits a schema cannot express because they are settings."""
+        s = self.settings
+        if len(item.content) > s.max_content_chars:
+            raise InvalidInput(
+                f"{where} is {len(item.content):,} characters; the limit is {s.max_content_chars:,}. "
+                "Split it, or send it as a document through /memory/ingest."
+            )
+        if len(item.tags) > s.max_tags:
+            raise InvalidInput(f"{where}: {len(item.tags)} tags; at most {s.max_tags} are allowed")
+        long_tags = [t for t in item.tags if len(t) > s.max_tag_chars]
+        if long_tags:
+            raise InvalidInput(f"{where}: tag {long_tags[0][:40]!r}… is longer than {s.max_tag_chars} characters")
+        if len(json.dumps(item.metadata)) > s.max_metadata_bytes:
+            raise InvalidInput(f"{where}: metadata is larger than {s.max_metadata_bytes:,} bytes of JSON")
+
+    # Write path ---------------------------------------------------------------------------------------
+
+    def prepare(self, items: Sequence[MemoryCreate], user_id: str) -> list[NewMemory]:
+        """Classify, hash and embed a batch of items (one model call for the whole batch)."""
+        texts = [normalize_content(item.content) for item in items]
+        vectors = self.embedder.embed(texts)
+        prepared = []
+        for item, text_, vector in zip(items, texts, vectors, strict=True):
+            cls = sector_rules.classify(text_)
+            config = sector_rules.SECTOR_CONFIGS[cls.primary]
+            salience = item.salience
+            if salience is None:
+                salience = min(
+                    1.0,
+                    self.settings.initial_salience_base
+                    + self.settings.initial_salience_per_extra_sector * len(cls.additional),
+                )
+            prepared.append(
+                NewMemory(
+                    user_id=user_id,
+                    content=item.content,
+                    content_hash=content_hash(item.content),
+                    primary_sector=cls.primary,
+                    sectors=cls.sectors,
+                    tags=tuple(item.tags),
+                    meta=item.metadata,
+                    salience=salience,
+                    decay_lambda=config.decay_lambda,
+                    confidence=item.confidence,
+                    classification_confidence=cls.confidence,
+                    embedding=np.asarray(vector, dtype=np.float32),
+                )
+            )
+        return prepared
+
+    def store(self, session: Session, memories: Sequence[NewMemory]) -> list[store.StoredRef]:
+        """Insert prepared memories (idempotent on user + content) and link each new one to its best match."""
+        refs = store.insert_memories(session, memories, model=self.embedder.model)
+        by_sector: dict[str, list[uuid.UUID]] = defaultdict(list)
+        for memory, ref in zip(memories, refs, strict=True):
+            if ref.created:
+                by_sector[memory.primary_sector].append(ref.id)
+        for sector, ids in by_sector.items():
+            store.link_to_best_match(
+                session, ids, sector, dim=self.embedder.dim, threshold=self.settings.waypoint_threshold
+            )
+        return refs
+
+    def add(self, session: Session, user_id: str, item: MemoryCreate) -> tuple[dict[str, Any], bool]:
+        """Store one memory now; returns (memory, deduplicated)."""
+        self.validate_item(item)
+        prepared = self.prepare([item], user_id)
+        (ref,) = self.store(session, prepared)
+        memory = store.get_memory(session, user_id, ref.id)
+        assert memory is not None
+        return memory, not ref.created
+
+    def update(self, session: Session, user_id: str, memory_id: uuid.UUID, patch: dict[str, Any]) -> dict[str, Any]:
+        current = store.get_memory(session, user_id, memory_id)
+        if current is None:
+            raise NotFound(f"memory {memory_id} not found")
+        content = patch.get("content")
+        if content is not None and normalize_content(content) != normalize_content(current["content"]):
+            item = MemoryCreate(content=content, tags=current["tags"], metadata=current["metadata"])
+            self.validate_item(item)
+            (prepared,) = self.prepare([item], user_id)
+            owner = store.content_hash_owner(session, user_id, prepared.content_hash)
+            if owner is not None and owner != memory_id:
+                raise Conflict(f"another memory ({owner}) already has this content", details={"id": str(owner)})
+            store.replace_content(session, user_id, memory_id, prepared, model=self.embedder.model)
+        if patch.get("tags") is not None or patch.get("metadata") is not None:
+            self.validate_item(
+                MemoryCreate(content="x", tags=patch.get("tags") or [], metadata=patch.get("metadata") or {}),
+                where="update",
+            )
+            store.update_memory_fields(session, user_id, memory_id, tags=patch.get("tags"), meta=patch.get("metadata"))
+        updated = store.get_memory(session, user_id, memory_id)
+        assert updated is not None
+        return updated
+
+    def store_chunk(self, session: Session, job_id: uuid.UUID, seq: int) -> str | None:
+        """Process one chunk of a batch job exactly once; returns the job status, or None if nothing to do."""
+        chunk = job_store.claim_chunk(session, job_id, seq)
+        if chunk is None:
+            return None
+        job = job_store.get_job(session, job_id)
+        assert job is not None
+        items = [MemoryCreate.model_validate(raw) for raw in chunk["items"]]
+        started = time.perf_counter()
+        prepared = self.prepare(items, job["user_id"])
+        job_store.log_embedding(
+            session,
+            provider=self.embedder.name,
+            model=self.embedder.model,
+            status="completed",
+            item_count=len(items),
+            latency_ms=(time.perf_counter() - started) * 1000,
+            job_id=job_id,
+        )
+        refs = self.store(session, prepared)
+        created = sum(1 for r in refs if r.created)
+        return job_store.complete_chunk(
+            session, job_id, seq, done=len(items), result={"created": created, "duplicates": len(items) - created}
+        )
+
+    # Read path ----------------------------------------------------------------------------------------
+
+    def query(
+        self,
+        session: Session,
+        user_id: str,
+        query: str,
+        *,
+        k: int,
+        filters: QueryFilters,
+        now: datetime | None = None,
+    ) -> QueryOutcome:
+        """Full-text + dense candidates fused by RRF, one waypoint hop, composite score, threshold gate."""
+        s = self.settings
+        now = now or datetime.now(UTC)
+        wanted_sectors = filters.sectors or ([filters.sector] if filters.sector else None)
+        where = MemoryFilter(
+            sectors=wanted_sectors, tags=filters.tags, start_time=filters.start_time, end_time=filters.end_time
+        )
+        pool = k * s.candidate_multiplier
+        query_vector = self.embedder.embed([normalize_content(query)])[0]
+        lexical = store.lexical_candidates(
+            session, user_id, query, limit=pool, where=where, config=s.text_search_config
+        )
+        dense = store.dense_candidates(
+            session,
+            user_id,
+            query_vector,
+            sectors=wanted_sectors or sector_rules.SECTORS,
+            limit=pool,
+            where=where,
+        )
+        dense = [(memory_id, sim) for memory_id, sim in dense if sim >= s.dense_min_similarity]
+        seeds = fuse(lexical, dense, rrf_k=s.rrf_k, limit=pool)
+        links = store.waypoint_neighbors(session, user_id, list(seeds))
+        expanded = expand_one_hop(seeds, links)
+        candidates = seeds | expanded
+        rows = store.get_memories(session, user_id, list(candidates))
+        if where.active:  # linked memories must pass the same filters as direct hits
+            candidates = {i: c for i, c in candidates.items() if i in rows and _passes(rows[i], where)}
+        missing_cosine = [i for i, c in candidates.items() if c.dense_similarity is None]
+        cosines = {i: c.dense_similarity for i, c in candidates.items() if c.dense_similarity is not None}
+        cosines |= store.similarities(session, query_vector, missing_cosine)
+        max_lexical = max((score for _, score in lexical), default=0.0)
+        weights = ScoreWeights(*s.score_weights)
+        scored = []
+        for memory_id, candidate in candidates.items():
+            row = rows.get(memory_id)
+            if row is None:
+                continue
+            score_candidate(
+                candidate,
+                cosine=float(cosines.get(memory_id) or 0.0),
+                max_lexical=max_lexical,
+                salience=float(row["salience"]),
+                last_seen_at=row["last_seen_at"],
+                now=now,
+                weights=weights,
+                fusion_alpha=s.fusion_alpha,
+                hop_decay=s.waypoint_hop_decay,
+                recency_decay_per_day=s.recency_decay_per_day,
+            )
+            scored.append((candidate, row))
+        min_score = filters.min_score if filters.min_score is not None else s.min_score
+        scored = [pair for pair in scored if pair[0].score >= min_score]
+        scored.sort(key=lambda pair: (-pair[0].score, str(pair[0].id)))
+        top = scored[:k]
+        traversed = [(c.via, c.id) for c, _ in top if c.via is not None]
+        return QueryOutcome(
+            matches=top,
+            candidates=len(candidates),
+            reinforce_ids=[c.id for c, _ in top],
+            traversed=traversed,
+        )
+
+    def reinforce_hits(
+        self,
+        session: Session,
+        *,
+        event_id: str,
+        user_id: str,
+        memory_ids: Sequence[uuid.UUID],
+        traversed: Sequence[tuple[uuid.UUID, uuid.UUID]],
+    ) -> bool:
+        """Apply a query's reinforcement once (decay seed: salience + 0.5, last_seen_at = now; +0.05 per link)."""
+        if not job_store.try_mark_event(session, event_id):
+            return False
+        store.reinforce(
+            session, user_id, memory_ids, boost=self.settings.query_reinforce_boost, count_coactivation=True
+        )
+        # A traversed link may be stored in either direction.
+        pairs = list(traversed) + [(dst, src) for src, dst in traversed]
+        store.strengthen_waypoints(
+            session,
+            user_id,
+            pairs,
+            step=self.settings.waypoint_reinforce_step,
+            cap=self.settings.waypoint_max_weight,
+        )
+        return True
+
+
+def _passes(row: dict[str, Any], where: MemoryFilter) -> bool:
+    if where.sectors and not set(where.sectors) & set(row["sectors"]):
+        return False
+    if where.tags and not set(where.tags) <= set(row["tags"]):
+        return False
+    if where.start_time and row["created_at"] < where.start_time:
+        return False
+    return not (where.end_time and row["created_at"] > where.end_time)

@@ -1,0 +1,61 @@
+"""The Celery configuration both sides share: queues declared explicitly, routing by sector, JSON only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from kombu import Exchange
+from kombu import Queue as KombuQueue
+
+from shared.config import Settings
+from shared.tasks import ALL_QUEUES, DEFAULT_QUEUE
+
+LONG_QUEUES = frozenset(q for q in ALL_QUEUES if q.startswith("embed.") or q == "ingest")
+
+
+def route_task(name: str, args: Any, kwargs: Any, options: dict[str, Any], task: Any = None, **kw: Any) -> dict:
+    """Send each task to its declared queue; refuse a destination that does not exist."""
+    queue = options.get("queue") or DEFAULT_QUEUE.get(name)
+    if isinstance(queue, KombuQueue):  # Celery may pass an explicit queue already expanded
+        queue = queue.name
+    queue = str(queue) if queue is not None else None
+    if queue is None:
+        raise ValueError(f"task {name} has no queue: pass queue=embed.<sector> or add it to DEFAULT_QUEUE")
+    if queue not in ALL_QUEUES:
+        raise ValueError(f"task {name} routed to undeclared queue {queue!r}; declared: {', '.join(ALL_QUEUES)}")
+    return {"queue": queue, "routing_key": queue}
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    if not settings.redis_url:
+        raise RuntimeError("REDIS_URL is not set; start the stack with `mnemoflow up` or set it")
+    exchange = Exchange("mnemoflow", type="direct")
+    return {
+        "broker_url": settings.redis_url,
+        "broker_connection_retry_on_startup": True,
+        # Longer than the longest task, or Redis re-delivers a message still being worked on.
+        "broker_transport_options": {"visibility_timeout": settings.broker_visibility_timeout},
+        "task_queues": [KombuQueue(q, exchange, routing_key=q) for q in ALL_QUEUES],
+        "task_default_exchange": "mnemoflow",
+        "task_create_missing_queues": False,
+        "task_routes": (route_task,),
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "result_serializer": "json",
+        "task_ignore_result": True,  # job state lives in PostgreSQL
+        "task_acks_late": True,  # safe only because every task is idempotent
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_send_task_events": True,  # for Flower
+        "task_send_sent_event": True,
+        "worker_hijack_root_logger": False,
+        "timezone": "UTC",
+    }
+
+
+def make_celery(settings: Settings, name: str = "mnemoflow") -> Celery:
+    """A Celery app configured for Mnemoflow (the gateway uses it only to send tasks by name)."""
+    app = Celery(name)
+    app.conf.update(celery_config(settings))
+    return app

@@ -1,0 +1,123 @@
+"""The read path's pure stages: candidate fusion, one-hop waypoint expansion, composite scoring.
+
+No IO here: the service fetches candidates and rows, these functions decide what they are worth.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shared.scoring import ScoreComponents, ScoreWeights, composite_score, recency_score, rrf_fuse
+
+
+@dataclass
+class Candidate:
+    """Everything known about one memory on its way through the pipeline (becomes the trace)."""
+
+    id: uuid.UUID
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    dense_rank: int | None = None
+    dense_similarity: float | None = None
+    rrf_score: float = 0.0
+    hops: int = 0
+    via: uuid.UUID | None = None
+    waypoint_weight: float = 0.0
+    similarity: float = 0.0
+    components: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
+
+    @property
+    def path(self) -> list[str]:
+        return [str(self.via), str(self.id)] if self.via else [str(self.id)]
+
+
+def fuse(
+    lexical: Sequence[tuple[uuid.UUID, float]],
+    dense: Sequence[tuple[uuid.UUID, float]],
+    *,
+    rrf_k: int,
+    limit: int,
+) -> dict[uuid.UUID, Candidate]:
+    """Reciprocal Rank Fusion of the two rankers; keeps the best `limit` (either list may be empty)."""
+    fused = rrf_fuse([[i for i, _ in lexical], [i for i, _ in dense]], k=rrf_k)
+    candidates: dict[uuid.UUID, Candidate] = {}
+    for rank, (memory_id, score) in enumerate(lexical, start=1):
+        candidates.setdefault(memory_id, Candidate(memory_id)).__dict__.update(lexical_rank=rank, lexical_score=score)
+    for rank, (memory_id, sim) in enumerate(dense, start=1):
+        candidates.setdefault(memory_id, Candidate(memory_id)).__dict__.update(dense_rank=rank, dense_similarity=sim)
+    for memory_id, score in fused.items():
+        candidates[memory_id].rrf_score = score
+    best = sorted(candidates.values(), key=lambda c: (-c.rrf_score, str(c.id)))[:limit]
+    return {c.id: c for c in best}
+
+
+def expand_one_hop(
+    seeds: dict[uuid.UUID, Candidate], links: Sequence[tuple[uuid.UUID, uuid.UUID, float]]
+) -> dict[uuid.UUID, Candidate]:
+    """Memories linked to a seed by a waypoint (either direction) that are not seeds themselves.
+
+    The strongest link wins; a seed that is also linked keeps its direct hit but records the link weight.
+    """
+    expanded: dict[uuid.UUID, Candidate] = {}
+    for src, dst, weight in links:
+        for seed, other in ((src, dst), (dst, src)):
+            if seed not in seeds:
+                continue
+            if other in seeds:
+                seeds[other].waypoint_weight = max(seeds[other].waypoint_weight, weight)
+                continue
+            current = expanded.get(other)
+            if current is None or weight > current.waypoint_weight:
+                expanded[other] = Candidate(other, hops=1, via=seed, waypoint_weight=weight)
+    return expanded
+
+
+def lexical_strength(candidate: Candidate, max_lexical: float) -> float:
+    """The lexical score scaled to [0, 1] by the best in this result set (membox's normalisation)."""
+    if candidate.lexical_score is None or max_lexical <= 0:
+        return 0.0
+    return candidate.lexical_score / max_lexical
+
+
+def score_candidate(
+    candidate: Candidate,
+    *,
+    cosine: float,
+    max_lexical: float,
+    salience: float,
+    last_seen_at: datetime,
+    now: datetime,
+    weights: ScoreWeights,
+    fusion_alpha: float,
+    hop_decay: float,
+    recency_decay_per_day: float,
+) -> float:
+    """OpenMemory's composite (0.6 sim + 0.2 salience + 0.1 recency + 0.1 waypoint).
+
+    `sim` is membox's fused relevance: decay^hops * (alpha * cosine + (1 - alpha) * lexical), so a memory
+    found only by its words still has a similarity, and a linked memory is discounted per hop.
+    """
+    lexical = lexical_strength(candidate, max_lexical)
+    relevance = (hop_decay**candidate.hops) * (fusion_alpha * max(cosine, 0.0) + (1 - fusion_alpha) * lexical)
+    days = max((now - last_seen_at).total_seconds(), 0.0) / 86400.0
+    components = ScoreComponents(
+        similarity=relevance,
+        salience=salience,
+        recency=recency_score(days, recency_decay_per_day),
+        waypoint=candidate.waypoint_weight,
+    )
+    candidate.similarity = cosine
+    candidate.components = {
+        "similarity": round(components.similarity, 6),
+        "cosine": round(cosine, 6),
+        "lexical": round(lexical, 6),
+        "salience": round(components.salience, 6),
+        "recency": round(components.recency, 6),
+        "waypoint": round(components.waypoint, 6),
+    }
+    candidate.score = composite_score(components, weights)
+    return candidate.score

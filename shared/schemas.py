@@ -1,0 +1,212 @@
+"""Request and response shapes of the REST API (OpenMemory-compatible field names)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from shared.sectors import SECTORS
+
+UserId = str
+
+
+def _clean_tags(tags: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for tag in tags:
+        tag = tag.strip()
+        if not tag:
+            raise ValueError("tags must not be empty strings")
+        seen.setdefault(tag, None)
+    return list(seen)
+
+
+class MemoryCreate(BaseModel):
+    """One memory to store: `POST /memory/add` and each item of `POST /memory/batch`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, description="The text to remember (kept verbatim).")
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    user_id: UserId | None = Field(default=None, min_length=1, max_length=256)
+    salience: float | None = Field(default=None, ge=0.0, le=1.0, description="Initial salience; default by sector.")
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("content must contain non-whitespace text")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str]) -> list[str]:
+        return _clean_tags(value)
+
+
+class MemoryUpdate(BaseModel):
+    """`PATCH /memory/{id}`: change content, tags or metadata."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = Field(default=None, min_length=1)
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    user_id: UserId | None = None
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else _clean_tags(value)
+
+
+class MemoryPublic(BaseModel):
+    """A stored memory as the API returns it."""
+
+    id: uuid.UUID
+    user_id: str
+    content: str
+    summary: str | None = None
+    primary_sector: str
+    sectors: list[str]
+    tags: list[str]
+    metadata: dict[str, Any]
+    salience: float
+    decay_lambda: float
+    coactivations: int
+    tier: str
+    status: str
+    confidence: float
+    compression: str
+    created_at: datetime
+    updated_at: datetime
+    last_seen_at: datetime
+    document_id: uuid.UUID | None = None
+
+
+class MemoryAddResult(MemoryPublic):
+    """`POST /memory/add`: the memory, whether it already existed, and that it is queryable now."""
+
+    deduplicated: bool = False
+    queryable: bool = True
+    chunks: int = 1
+
+
+class QueryFilters(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    sector: str | None = None
+    sectors: list[str] | None = None
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    user_id: UserId | None = None
+    tags: list[str] | None = None
+    start_time: datetime | None = Field(default=None, alias="startTime")
+    end_time: datetime | None = Field(default=None, alias="endTime")
+
+    @field_validator("sector")
+    @classmethod
+    def _sector(cls, value: str | None) -> str | None:
+        if value is not None and value not in SECTORS:
+            raise ValueError(f"unknown sector {value!r}; expected one of {', '.join(SECTORS)}")
+        return value
+
+    @field_validator("sectors")
+    @classmethod
+    def _sectors(cls, value: list[str] | None) -> list[str] | None:
+        for sector in value or []:
+            if sector not in SECTORS:
+                raise ValueError(f"unknown sector {sector!r}; expected one of {', '.join(SECTORS)}")
+        return value
+
+
+class QueryRequest(BaseModel):
+    """`POST /memory/query`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1)
+    k: int | None = Field(default=None, ge=1)
+    filters: QueryFilters = Field(default_factory=QueryFilters)
+    user_id: UserId | None = None
+    explain: bool = False
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query must contain non-whitespace text")
+        return value
+
+
+class MatchTrace(BaseModel):
+    """Why a memory was recalled (returned with `explain: true`)."""
+
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    dense_rank: int | None = None
+    dense_similarity: float | None = None
+    rrf_score: float = 0.0
+    hops: int = 0
+    via: str | None = None
+    components: dict[str, float]
+
+
+class QueryMatch(BaseModel):
+    id: uuid.UUID
+    content: str
+    score: float
+    sectors: list[str]
+    primary_sector: str
+    path: list[str]
+    salience: float
+    last_seen_at: datetime
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    trace: MatchTrace | None = None
+
+
+class QueryResponse(BaseModel):
+    query: str
+    matches: list[QueryMatch]
+    candidates: int = 0
+
+
+class ReinforceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: uuid.UUID
+    boost: float | None = Field(default=None, gt=0.0, le=1.0)
+    user_id: UserId | None = None
+
+
+class BatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[MemoryCreate] = Field(min_length=1)
+    user_id: UserId | None = None
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class JobPublic(BaseModel):
+    id: uuid.UUID
+    kind: str
+    status: Literal["queued", "running", "succeeded", "failed"]
+    progress: dict[str, int]
+    attempts: int
+    error: str | None
+    result: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class MemoryPage(BaseModel):
+    items: list[MemoryPublic]
+    total: int
+    offset: int
+    limit: int

@@ -1,0 +1,57 @@
+"""Retrieval scoring math: reciprocal rank fusion, recency, the composite score, cosine."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+T = TypeVar("T", bound=Hashable)
+
+
+def rrf_fuse(rankings: Sequence[Sequence[T]], k: int = 60) -> dict[T, float]:
+    """Reciprocal Rank Fusion (Cormack et al. 2009): sum of 1/(k + rank) over the lists an id appears in."""
+    scores: dict[T, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+def recency_score(days_since_seen: float, decay_per_day: float = 0.05) -> float:
+    """OpenMem: exp(-0.05 × days) — about 0.95 after a day, 0.22 after a month."""
+    return math.exp(-decay_per_day * max(days_since_seen, 0.0))
+
+
+@dataclass(frozen=True)
+class ScoreWeights:
+    """OpenMemory's composite weights."""
+
+    similarity: float = 0.6
+    salience: float = 0.2
+    recency: float = 0.1
+    waypoint: float = 0.1
+
+
+@dataclass(frozen=True)
+class ScoreComponents:
+    similarity: float
+    salience: float
+    recency: float
+    waypoint: float
+
+
+def composite_score(c: ScoreComponents, w: ScoreWeights) -> float:
+    return w.similarity * c.similarity + w.salience * c.salience + w.recency * c.recency + w.waypoint * c.waypoint
+
+
+def cosine_similarity(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
+    """Cosine of two vectors; 0.0 when either is all zeros."""
+    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(np.dot(va, vb) / (na * nb))

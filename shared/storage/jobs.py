@@ -1,0 +1,264 @@
+"""All SQL over jobs and their chunks: the database, not the broker, is the record of work."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+JOB_COLUMNS = (
+    "id, user_id, kind, status, progress_done, progress_total, attempts, error, params, result, "
+    "created_at, updated_at, started_at, finished_at"
+)
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    seq: int
+    sector: str
+    items: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ChunkRef:
+    job_id: uuid.UUID
+    seq: int
+    sector: str
+
+
+def create_job(
+    session: Session,
+    *,
+    user_id: str,
+    kind: str,
+    total: int,
+    params: dict[str, Any],
+    idempotency_key: str | None,
+) -> tuple[uuid.UUID, bool]:
+    """Create a job, or return the existing one for the same idempotency key. (id, created)."""
+    row = session.execute(
+        text(
+            """
+            INSERT INTO jobs (user_id, kind, progress_total, params, idempotency_key)
+            VALUES (:user_id, :kind, :total, CAST(:params AS jsonb), :key)
+            ON CONFLICT (user_id, kind, idempotency_key) DO NOTHING
+            RETURNING id
+            """
+        ),
+        {"user_id": user_id, "kind": kind, "total": total, "params": json.dumps(params), "key": idempotency_key},
+    ).first()
+    if row is not None:
+        return row.id, True
+    existing = session.execute(
+        text("SELECT id FROM jobs WHERE user_id = :u AND kind = :k AND idempotency_key = :key"),
+        {"u": user_id, "k": kind, "key": idempotency_key},
+    ).scalar_one()
+    return existing, False
+
+
+def add_chunks(session: Session, job_id: uuid.UUID, chunks: Sequence[ChunkSpec]) -> None:
+    payload = [
+        {"seq": c.seq, "sector": c.sector, "item_count": len(c.items), "items": c.items} for c in chunks
+    ]
+    session.execute(
+        text(
+            """
+            INSERT INTO job_chunks (job_id, seq, sector, item_count, items)
+            SELECT :job_id, r.seq, r.sector, r.item_count, r.items
+            FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(seq integer, sector text, item_count integer, items jsonb)
+            """
+        ),
+        {"job_id": job_id, "rows": json.dumps(payload)},
+    )
+
+
+def get_job(session: Session, job_id: uuid.UUID, user_id: str | None = None) -> dict[str, Any] | None:
+    row = session.execute(
+        text(
+            f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id "
+            "AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)"
+        ),
+        {"id": job_id, "user_id": user_id},
+    ).first()
+    return dict(row._mapping) if row else None
+
+
+def pending_chunks(session: Session, job_id: uuid.UUID) -> list[ChunkRef]:
+    rows = session.execute(
+        text("SELECT job_id, seq, sector FROM job_chunks WHERE job_id = :id AND status = 'pending' ORDER BY seq"),
+        {"id": job_id},
+    ).all()
+    return [ChunkRef(r.job_id, r.seq, r.sector) for r in rows]
+
+
+def start_attempt(session: Session, job_id: uuid.UUID, seq: int) -> int | None:
+    """Count one more attempt at a pending chunk (in its own commit, so a crash still counts); None if not pending."""
+    attempts = session.execute(
+        text(
+            "UPDATE job_chunks SET attempts = attempts + 1 WHERE job_id = :job_id AND seq = :seq "
+            "AND status = 'pending' RETURNING attempts"
+        ),
+        {"job_id": job_id, "seq": seq},
+    ).scalar_one_or_none()
+    if attempts is not None:
+        session.execute(
+            text(
+                "UPDATE jobs SET status = 'running', started_at = COALESCE(started_at, now()), updated_at = now(), "
+                "attempts = GREATEST(attempts, :attempts) WHERE id = :id AND status IN ('queued', 'running')"
+            ),
+            {"id": job_id, "attempts": attempts},
+        )
+    return None if attempts is None else int(attempts)
+
+
+def claim_chunk(session: Session, job_id: uuid.UUID, seq: int) -> dict[str, Any] | None:
+    """Lock a pending chunk for this transaction; None when it is done, failed or held by another worker."""
+    row = session.execute(
+        text(
+            """
+            SELECT job_id, seq, sector, items, attempts FROM job_chunks
+            WHERE job_id = :job_id AND seq = :seq AND status = 'pending'
+            FOR UPDATE SKIP LOCKED
+            """
+        ),
+        {"job_id": job_id, "seq": seq},
+    ).first()
+    return dict(row._mapping) if row else None
+
+
+def complete_chunk(session: Session, job_id: uuid.UUID, seq: int, *, done: int, result: dict[str, Any]) -> str:
+    """Mark a chunk done and advance its job; returns the job's status afterwards."""
+    session.execute(
+        text(
+            "UPDATE job_chunks SET status = 'done', done_at = now(), result = CAST(:result AS jsonb), items = '[]' "
+            "WHERE job_id = :job_id AND seq = :seq"
+        ),
+        {"job_id": job_id, "seq": seq, "result": json.dumps(result)},
+    )
+    return _advance_job(session, job_id, done=done)
+
+
+def fail_chunk(session: Session, job_id: uuid.UUID, seq: int, *, error: str, final: bool) -> None:
+    """Record a chunk's error; a final failure fails the job (the error is kept for the user)."""
+    session.execute(
+        text(
+            "UPDATE job_chunks SET error = :error, status = CASE WHEN :final THEN 'failed' ELSE status END "
+            "WHERE job_id = :job_id AND seq = :seq"
+        ),
+        {"job_id": job_id, "seq": seq, "error": error[:4000], "final": final},
+    )
+    if final:
+        session.execute(
+            text(
+                "UPDATE jobs SET status = 'failed', error = :error, finished_at = now(), updated_at = now() "
+                "WHERE id = :id AND status IN ('queued', 'running')"
+            ),
+            {"id": job_id, "error": f"chunk {seq}: {error}"[:4000]},
+        )
+
+
+def _advance_job(session: Session, job_id: uuid.UUID, *, done: int) -> str:
+    status = session.execute(
+        text(
+            """
+            UPDATE jobs SET
+                progress_done = progress_done + :done,
+                status = CASE
+                    WHEN status = 'failed' THEN 'failed'
+                    WHEN NOT EXISTS (SELECT 1 FROM job_chunks c WHERE c.job_id = :id AND c.status <> 'done')
+                        THEN 'succeeded'
+                    ELSE 'running' END,
+                finished_at = CASE
+                    WHEN NOT EXISTS (SELECT 1 FROM job_chunks c WHERE c.job_id = :id AND c.status <> 'done')
+                        THEN now() ELSE finished_at END,
+                updated_at = now()
+            WHERE id = :id
+            RETURNING status
+            """
+        ),
+        {"id": job_id, "done": done},
+    ).scalar_one()
+    return str(status)
+
+
+def chunk_totals(session: Session, job_id: uuid.UUID) -> dict[str, int]:
+    """Sum of the integer counters every finished chunk reported (created, duplicates, ...)."""
+    rows = session.execute(
+        text(
+            "SELECT key, sum(value::bigint) AS total FROM job_chunks, jsonb_each_text(result) "
+            "WHERE job_id = :id AND result IS NOT NULL AND jsonb_typeof(result -> key) = 'number' GROUP BY key"
+        ),
+        {"id": job_id},
+    ).all()
+    return {r.key: int(r.total) for r in rows}
+
+
+def stalled_chunks(session: Session, *, older_than_seconds: int, limit: int = 1000) -> list[ChunkRef]:
+    """Pending chunks nobody has finished for a while: their message may have been lost."""
+    rows = session.execute(
+        text(
+            """
+            SELECT c.job_id, c.seq, c.sector FROM job_chunks c
+            WHERE c.status = 'pending' AND c.enqueued_at < now() - make_interval(secs => :age)
+            ORDER BY c.enqueued_at
+            LIMIT :limit
+            FOR UPDATE SKIP LOCKED
+            """
+        ),
+        {"age": older_than_seconds, "limit": limit},
+    ).all()
+    return [ChunkRef(r.job_id, r.seq, r.sector) for r in rows]
+
+
+def mark_enqueued(session: Session, chunks: Sequence[ChunkRef]) -> None:
+    if not chunks:
+        return
+    session.execute(
+        text(
+            "UPDATE job_chunks c SET enqueued_at = now() FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS int[])) "
+            "AS k(job_id, seq) WHERE c.job_id = k.job_id AND c.seq = k.seq"
+        ),
+        {"ids": [str(c.job_id) for c in chunks], "seqs": [c.seq for c in chunks]},
+    )
+
+
+def try_mark_event(session: Session, event_id: str) -> bool:
+    """Record an event as applied; False when it already was (a redelivery)."""
+    row = session.execute(
+        text("INSERT INTO applied_events (event_id) VALUES (:id) ON CONFLICT DO NOTHING RETURNING event_id"),
+        {"id": event_id},
+    ).first()
+    return row is not None
+
+
+def log_embedding(
+    session: Session,
+    *,
+    provider: str,
+    model: str,
+    status: str,
+    item_count: int,
+    latency_ms: float,
+    error: str | None = None,
+    job_id: uuid.UUID | None = None,
+) -> None:
+    session.execute(
+        text(
+            "INSERT INTO embed_logs (provider, model, status, item_count, latency_ms, error, job_id) "
+            "VALUES (:provider, :model, :status, :count, :latency, :error, :job_id)"
+        ),
+        {
+            "provider": provider,
+            "model": model,
+            "status": status,
+            "count": item_count,
+            "latency": latency_ms,
+            "error": error,
+            "job_id": job_id,
+        },
+    )

@@ -1,0 +1,488 @@
+"""All SQL over memories, their vectors and waypoints. Functions flush; the caller's boundary commits."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from pgvector import Vector
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+MEMORY_COLUMNS = (
+    "id, user_id, content, summary, primary_sector, sectors, tags, meta, salience, decay_lambda, coactivations, "
+    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, document_id"
+)
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A memory ready to insert: classified, hashed, with its embedding."""
+
+    user_id: str
+    content: str
+    content_hash: str
+    primary_sector: str
+    sectors: tuple[str, ...]
+    tags: tuple[str, ...]
+    meta: dict[str, Any]
+    salience: float
+    decay_lambda: float
+    confidence: float
+    classification_confidence: float
+    embedding: np.ndarray
+    document_id: uuid.UUID | None = None
+    chunk_index: int | None = None
+
+
+@dataclass(frozen=True)
+class StoredRef:
+    id: uuid.UUID
+    created: bool
+
+
+@dataclass
+class MemoryFilter:
+    """Row filters shared by listing and retrieval."""
+
+    sectors: Sequence[str] | None = None
+    tags: Sequence[str] | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    extra_params: dict[str, Any] = field(default_factory=dict)
+
+    def sql(self, alias: str = "m") -> tuple[str, dict[str, Any]]:
+        """A SQL fragment (starting with AND, possibly empty) and its parameters."""
+        clauses, params = [], {}
+        if self.sectors:
+            clauses.append(f"{alias}.sectors && CAST(:f_sectors AS text[])")
+            params["f_sectors"] = list(self.sectors)
+        if self.tags:
+            clauses.append(f"{alias}.tags @> CAST(:f_tags AS text[])")
+            params["f_tags"] = list(self.tags)
+        if self.start_time is not None:
+            clauses.append(f"{alias}.created_at >= :f_start")
+            params["f_start"] = self.start_time
+        if self.end_time is not None:
+            clauses.append(f"{alias}.created_at <= :f_end")
+            params["f_end"] = self.end_time
+        return "".join(f" AND {c}" for c in clauses), params
+
+    @property
+    def active(self) -> bool:
+        return bool(self.sectors or self.tags or self.start_time or self.end_time)
+
+
+def row_to_dict(row: Any) -> dict[str, Any]:
+    data = dict(row._mapping)
+    data["metadata"] = data.pop("meta", {}) or {}
+    return data
+
+
+def insert_memories(session: Session, memories: Sequence[NewMemory], *, model: str) -> list[StoredRef]:
+    """Insert memories and their per-sector vectors; an existing (user, content) pair is returned, not duplicated.
+
+    Returns one reference per input, in input order.
+    """
+    if not memories:
+        return []
+    payload = [
+        {
+            "user_id": m.user_id,
+            "content": m.content,
+            "content_hash": m.content_hash,
+            "primary_sector": m.primary_sector,
+            "sectors": list(m.sectors),
+            "tags": list(m.tags),
+            "meta": m.meta,
+            "salience": m.salience,
+            "decay_lambda": m.decay_lambda,
+            "confidence": m.confidence,
+            "classification_confidence": m.classification_confidence,
+            "document_id": str(m.document_id) if m.document_id else None,
+            "chunk_index": m.chunk_index,
+        }
+        for m in memories
+    ]
+    inserted = session.execute(
+        text(
+            """
+            INSERT INTO memories (user_id, content, content_hash, primary_sector, sectors, tags, meta, salience,
+                                  decay_lambda, confidence, classification_confidence, document_id, chunk_index)
+            SELECT r.user_id, r.content, r.content_hash, r.primary_sector, r.sectors, r.tags, r.meta, r.salience,
+                   r.decay_lambda, r.confidence, r.classification_confidence, r.document_id, r.chunk_index
+            FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+                user_id text, content text, content_hash text, primary_sector text, sectors text[], tags text[],
+                meta jsonb, salience real, decay_lambda real, confidence real, classification_confidence real,
+                document_id uuid, chunk_index integer)
+            ON CONFLICT (user_id, content_hash) DO NOTHING
+            RETURNING id, user_id, content_hash
+            """
+        ),
+        {"rows": json.dumps(payload)},
+    ).all()
+    created = {(r.user_id, r.content_hash): r.id for r in inserted}
+    missing = {(m.user_id, m.content_hash) for m in memories} - created.keys()
+    existing: dict[tuple[str, str], uuid.UUID] = {}
+    if missing:
+        users, hashes = zip(*missing, strict=True)
+        rows = session.execute(
+            text(
+                "SELECT id, user_id, content_hash FROM memories m "
+                "JOIN unnest(CAST(:users AS text[]), CAST(:hashes AS text[])) AS k(u, h) "
+                "ON m.user_id = k.u AND m.content_hash = k.h"
+            ),
+            {"users": list(users), "hashes": list(hashes)},
+        ).all()
+        existing = {(r.user_id, r.content_hash): r.id for r in rows}
+
+    new_vectors = []
+    seen_new: set[uuid.UUID] = set()
+    for m in memories:
+        memory_id = created.get((m.user_id, m.content_hash))
+        if memory_id is not None and memory_id not in seen_new:
+            seen_new.add(memory_id)
+            new_vectors.append((memory_id, m))
+    if new_vectors:
+        _copy_vectors(session, new_vectors, model=model)
+
+    refs = []
+    for m in memories:
+        key = (m.user_id, m.content_hash)
+        if key in created:
+            refs.append(StoredRef(created[key], True))
+        elif key in existing:
+            refs.append(StoredRef(existing[key], False))
+        else:  # deleted between our insert and select: vanishingly rare, and an error is honest
+            raise RuntimeError(f"memory for hash {m.content_hash} vanished during insert")
+    # The same content twice in one call: only its first occurrence counts as created.
+    first_seen: set[uuid.UUID] = set()
+    result = []
+    for ref in refs:
+        result.append(StoredRef(ref.id, ref.created and ref.id not in first_seen))
+        first_seen.add(ref.id)
+    return result
+
+
+def _copy_vectors(session: Session, rows: Iterable[tuple[uuid.UUID, NewMemory]], *, model: str) -> None:
+    """COPY the vectors (one per sector of each memory) in binary: the fastest way into the partitions."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    with raw.cursor() as cur, cur.copy(
+        "COPY memory_vectors (memory_id, sector, user_id, dim, model, embedding) FROM STDIN WITH (FORMAT BINARY)"
+    ) as copy:
+        copy.set_types(["uuid", "text", "text", "int2", "text", "vector"])
+        for memory_id, m in rows:
+            vector = Vector(np.asarray(m.embedding, dtype=np.float32))
+            for sector in m.sectors:
+                copy.write_row((memory_id, sector, m.user_id, int(m.embedding.shape[0]), model, vector))
+
+
+def link_to_best_match(
+    session: Session, memory_ids: Sequence[uuid.UUID], sector: str, *, dim: int, threshold: float
+) -> int:
+    """Create each new memory's single waypoint to its most similar memory (cosine ≥ threshold).
+
+    Searched in the memory's primary-sector partition (architecture seed: the single strongest link);
+    a link that crosses sectors is made in both directions.
+    """
+    if not memory_ids:
+        return 0
+    result = session.execute(
+        text(
+            f"""
+            WITH links AS (
+                SELECT n.memory_id AS src_id, best.memory_id AS dst_id, n.user_id, best.sim
+                FROM memory_vectors n
+                CROSS JOIN LATERAL (
+                    SELECT v.memory_id,
+                           1 - (v.embedding::vector({dim}) <=> n.embedding::vector({dim})) AS sim
+                    FROM memory_vectors v
+                    WHERE v.sector = :sector AND v.dim = {dim} AND v.user_id = n.user_id
+                      AND v.memory_id <> n.memory_id
+                    ORDER BY v.embedding::vector({dim}) <=> n.embedding::vector({dim})
+                    LIMIT 1
+                ) best
+                WHERE n.sector = :sector AND n.dim = {dim} AND n.memory_id = ANY(CAST(:ids AS uuid[]))
+                  AND best.sim >= :threshold
+            ),
+            forward AS (
+                INSERT INTO waypoints (src_id, dst_id, user_id, weight)
+                SELECT src_id, dst_id, user_id, LEAST(sim, 1.0) FROM links
+                ON CONFLICT DO NOTHING
+                RETURNING 1
+            ),
+            backward AS (
+                INSERT INTO waypoints (src_id, dst_id, user_id, weight)
+                SELECT l.dst_id, l.src_id, l.user_id, LEAST(l.sim, 1.0)
+                FROM links l JOIN memories d ON d.id = l.dst_id
+                WHERE d.primary_sector <> :sector
+                ON CONFLICT DO NOTHING
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM forward) + (SELECT count(*) FROM backward)
+            """
+        ),
+        {"ids": [str(i) for i in memory_ids], "sector": sector, "threshold": threshold},
+    ).scalar_one()
+    return int(result)
+
+
+def get_memory(session: Session, user_id: str, memory_id: uuid.UUID) -> dict[str, Any] | None:
+    row = session.execute(
+        text(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = :id AND user_id = :user_id"),
+        {"id": memory_id, "user_id": user_id},
+    ).first()
+    return row_to_dict(row) if row else None
+
+
+def get_memories(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    if not memory_ids:
+        return {}
+    rows = session.execute(
+        text(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))"),
+        {"ids": [str(i) for i in memory_ids], "user_id": user_id},
+    ).all()
+    return {r.id: row_to_dict(r) for r in rows}
+
+
+def list_memories(
+    session: Session, user_id: str, *, offset: int, limit: int, where: MemoryFilter
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of a tenant's memories, newest first, and the total that match."""
+    clause, params = where.sql("m")
+    params |= {"user_id": user_id, "offset": offset, "limit": limit}
+    rows = session.execute(
+        text(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.user_id = :user_id{clause} "
+            "ORDER BY m.created_at DESC, m.id DESC OFFSET :offset LIMIT :limit"
+        ),
+        params,
+    ).all()
+    total = session.execute(
+        text(f"SELECT count(*) FROM memories m WHERE m.user_id = :user_id{clause}"), params
+    ).scalar_one()
+    return [row_to_dict(r) for r in rows], int(total)
+
+
+def delete_memory(session: Session, user_id: str, memory_id: uuid.UUID) -> bool:
+    """Delete a memory; its vectors and waypoints go with it (ON DELETE CASCADE)."""
+    result = session.execute(
+        text("DELETE FROM memories WHERE id = :id AND user_id = :user_id RETURNING id"),
+        {"id": memory_id, "user_id": user_id},
+    ).first()
+    return result is not None
+
+
+def update_memory_fields(
+    session: Session,
+    user_id: str,
+    memory_id: uuid.UUID,
+    *,
+    tags: Sequence[str] | None,
+    meta: dict[str, Any] | None,
+) -> None:
+    session.execute(
+        text(
+            "UPDATE memories SET tags = COALESCE(CAST(:tags AS text[]), tags), "
+            "meta = COALESCE(CAST(:meta AS jsonb), meta), updated_at = now(), version = version + 1 "
+            "WHERE id = :id AND user_id = :user_id"
+        ),
+        {
+            "id": memory_id,
+            "user_id": user_id,
+            "tags": list(tags) if tags is not None else None,
+            "meta": json.dumps(meta) if meta is not None else None,
+        },
+    )
+
+
+def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: NewMemory, *, model: str) -> None:
+    """Swap a memory's content, classification and vectors in place (PATCH with new content)."""
+    session.execute(
+        text(
+            "UPDATE memories SET content = :content, content_hash = :content_hash, summary = NULL, "
+            "primary_sector = :primary_sector, sectors = CAST(:sectors AS text[]), decay_lambda = :decay_lambda, "
+            "classification_confidence = :cc, compression = 'full', updated_at = now(), version = version + 1 "
+            "WHERE id = :id AND user_id = :user_id"
+        ),
+        {
+            "id": memory_id,
+            "user_id": user_id,
+            "content": new.content,
+            "content_hash": new.content_hash,
+            "primary_sector": new.primary_sector,
+            "sectors": list(new.sectors),
+            "decay_lambda": new.decay_lambda,
+            "cc": new.classification_confidence,
+        },
+    )
+    session.execute(text("DELETE FROM memory_vectors WHERE memory_id = :id"), {"id": memory_id})
+    _copy_vectors(session, [(memory_id, new)], model=model)
+
+
+def content_hash_owner(session: Session, user_id: str, content_hash: str) -> uuid.UUID | None:
+    return session.execute(
+        text("SELECT id FROM memories WHERE user_id = :u AND content_hash = :h"), {"u": user_id, "h": content_hash}
+    ).scalar_one_or_none()
+
+
+def reinforce(
+    session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, boost: float, count_coactivation: bool
+) -> list[dict[str, Any]]:
+    """Raise salience by `boost` (capped at 1), refresh last_seen_at; returns the updated rows."""
+    rows = session.execute(
+        text(
+            f"""
+            UPDATE memories SET salience = LEAST(1.0, salience + :boost), last_seen_at = now(), updated_at = now(),
+                   coactivations = coactivations + CASE WHEN :count THEN 1 ELSE 0 END
+            WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
+            RETURNING {MEMORY_COLUMNS}
+            """
+        ),
+        {"ids": [str(i) for i in memory_ids], "user_id": user_id, "boost": boost, "count": count_coactivation},
+    ).all()
+    return [row_to_dict(r) for r in rows]
+
+
+def strengthen_waypoints(
+    session: Session, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]], *, step: float, cap: float
+) -> int:
+    """Add `step` to each traversed waypoint's weight, capped (architecture seed: +0.05, max 1.0)."""
+    if not pairs:
+        return 0
+    src, dst = zip(*pairs, strict=True)
+    result = session.execute(
+        text(
+            """
+            UPDATE waypoints w SET weight = LEAST(:cap, w.weight + :step), updated_at = now()
+            FROM unnest(CAST(:src AS uuid[]), CAST(:dst AS uuid[])) AS p(src_id, dst_id)
+            WHERE w.src_id = p.src_id AND w.dst_id = p.dst_id AND w.user_id = :user_id AND w.kind = 'association'
+            """
+        ),
+        {"src": [str(s) for s in src], "dst": [str(d) for d in dst], "user_id": user_id, "step": step, "cap": cap},
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def prune_waypoints(session: Session, *, below: float) -> int:
+    """Remove association links weaker than `below` (architecture seed: every 7 days, < 0.05)."""
+    result = session.execute(
+        text("DELETE FROM waypoints WHERE kind = 'association' AND weight < :below"), {"below": below}
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def sector_stats(session: Session, user_id: str | None) -> list[dict[str, Any]]:
+    rows = session.execute(
+        text(
+            "SELECT primary_sector AS sector, count(*) AS count, avg(salience) AS avg_salience FROM memories "
+            "WHERE (CAST(:user_id AS text) IS NULL OR user_id = :user_id) GROUP BY primary_sector"
+        ),
+        {"user_id": user_id},
+    ).all()
+    return [dict(r._mapping) for r in rows]
+
+
+# Read path candidates -------------------------------------------------------------------------------
+
+
+def lexical_candidates(
+    session: Session, user_id: str, query: str, *, limit: int, where: MemoryFilter, config: str
+) -> list[tuple[uuid.UUID, float]]:
+    """Full-text candidates (any query term may match), best first, with their rank score."""
+    clause, params = where.sql("m")
+    rows = session.execute(
+        text(
+            f"""
+            SELECT m.id, ts_rank_cd(m.search, q, 32) AS score
+            FROM memories m,
+                 CAST(replace(CAST(plainto_tsquery(CAST(:config AS regconfig), :query) AS text), ' & ', ' | ')
+                      AS tsquery) AS q
+            WHERE m.user_id = :user_id AND m.search @@ q{clause}
+            ORDER BY score DESC, m.id
+            LIMIT :limit
+            """
+        ),
+        params | {"user_id": user_id, "query": query, "limit": limit, "config": config},
+    ).all()
+    return [(r.id, float(r.score)) for r in rows]
+
+
+def dense_candidates(
+    session: Session,
+    user_id: str,
+    query_vector: np.ndarray,
+    *,
+    sectors: Sequence[str],
+    limit: int,
+    where: MemoryFilter,
+) -> list[tuple[uuid.UUID, float]]:
+    """Nearest memories by cosine over each sector's HNSW index, best similarity per memory, best first."""
+    dim = int(query_vector.shape[0])
+    clause, params = where.sql("m")
+    filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
+    parts = []
+    for i, sector in enumerate(sectors):
+        params[f"s{i}"] = sector
+        parts.append(
+            f"""(SELECT v.memory_id, 1 - (v.embedding::vector({dim}) <=> CAST(:q AS vector({dim}))) AS sim
+                 FROM memory_vectors v
+                 WHERE v.sector = :s{i} AND v.dim = {dim} AND v.user_id = :user_id{filter_sql}
+                 ORDER BY v.embedding::vector({dim}) <=> CAST(:q AS vector({dim}))
+                 LIMIT :limit)"""
+        )
+    if not parts:
+        return []
+    rows = session.execute(
+        text(" UNION ALL ".join(parts)),
+        params | {"q": Vector(query_vector.astype(np.float32)), "user_id": user_id, "limit": limit},
+    ).all()
+    best: dict[uuid.UUID, float] = {}
+    for r in rows:
+        best[r.memory_id] = max(best.get(r.memory_id, -1.0), float(r.sim))
+    return sorted(best.items(), key=lambda kv: (-kv[1], str(kv[0])))
+
+
+def similarities(
+    session: Session, query_vector: np.ndarray, memory_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, float]:
+    """Cosine similarity of the query to each listed memory's own vectors (best sector)."""
+    if not memory_ids:
+        return {}
+    dim = int(query_vector.shape[0])
+    rows = session.execute(
+        text(
+            f"""
+            SELECT memory_id, max(1 - (embedding::vector({dim}) <=> CAST(:q AS vector({dim})))) AS sim
+            FROM memory_vectors WHERE memory_id = ANY(CAST(:ids AS uuid[])) AND dim = {dim}
+            GROUP BY memory_id
+            """
+        ),
+        {"q": Vector(query_vector.astype(np.float32)), "ids": [str(i) for i in memory_ids]},
+    ).all()
+    return {r.memory_id: float(r.sim) for r in rows}
+
+
+def waypoint_neighbors(
+    session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]
+) -> list[tuple[uuid.UUID, uuid.UUID, float]]:
+    """Association links touching any of the given memories, as (src, dst, weight), both directions."""
+    if not memory_ids:
+        return []
+    rows = session.execute(
+        text(
+            """
+            SELECT src_id, dst_id, weight FROM waypoints
+            WHERE kind = 'association' AND user_id = :user_id
+              AND (src_id = ANY(CAST(:ids AS uuid[])) OR dst_id = ANY(CAST(:ids AS uuid[])))
+            """
+        ),
+        {"ids": [str(i) for i in memory_ids], "user_id": user_id},
+    ).all()
+    return [(r.src_id, r.dst_id, float(r.weight)) for r in rows]

@@ -1,0 +1,42 @@
+"""Queue and task names shared by the gateway (which enqueues by name) and the workers. Import-light."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from shared.sectors import SECTORS
+
+
+class Queue(StrEnum):
+    INGEST = "ingest"
+    EMBED_EPISODIC = "embed.episodic"
+    EMBED_SEMANTIC = "embed.semantic"
+    EMBED_PROCEDURAL = "embed.procedural"
+    EMBED_EMOTIONAL = "embed.emotional"
+    EMBED_REFLECTIVE = "embed.reflective"
+    MAINTENANCE = "maintenance"
+
+
+ALL_QUEUES: tuple[str, ...] = tuple(q.value for q in Queue)
+
+
+def embed_queue(sector: str) -> str:
+    """The queue that embeds and stores memories of one sector."""
+    if sector not in SECTORS:
+        raise ValueError(f"unknown sector {sector!r}; expected one of {', '.join(SECTORS)}")
+    return f"embed.{sector}"
+
+
+class TaskName(StrEnum):
+    STORE_CHUNK = "mnemoflow.memory.store_chunk"
+    REINFORCE_HITS = "mnemoflow.memory.reinforce_hits"
+    SWEEP_JOBS = "mnemoflow.jobs.sweep"
+    PRUNE_WAYPOINTS = "mnemoflow.waypoints.prune"
+
+
+# Where a task goes when the caller does not say (sector tasks always name their queue).
+DEFAULT_QUEUE: dict[str, str] = {
+    TaskName.REINFORCE_HITS: Queue.MAINTENANCE,
+    TaskName.SWEEP_JOBS: Queue.MAINTENANCE,
+    TaskName.PRUNE_WAYPOINTS: Queue.MAINTENANCE,
+}

@@ -1,0 +1,199 @@
+"""Real services for the integration and e2e suites, started once per test session.
+
+PostgreSQL 18 + pgvector and Valkey are the embedded ones (PyPI packages) unless
+MNEMOFLOW_TEST_DATABASE_URL / MNEMOFLOW_TEST_REDIS_URL point at servers you run yourself.
+Unit tests request none of these fixtures and touch no IO.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from infra.migrate import upgrade
+from shared.config import Settings
+from shared.tasks import ALL_QUEUES
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_DATABASE = "mnemoflow_test"
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """URLs of a PostgreSQL (fresh, migrated database) and a Redis-compatible server."""
+    base = tmp_path_factory.mktemp("servers")
+    postgres = redis_server = None
+    admin_url = os.environ.get("MNEMOFLOW_TEST_DATABASE_URL")
+    if admin_url is None:
+        postgres = EmbeddedPostgres(base / "pgdata", database="postgres")
+        admin_url = postgres.start()
+    redis_url = os.environ.get("MNEMOFLOW_TEST_REDIS_URL")
+    if redis_url is None:
+        redis_server = EmbeddedRedis(base / "valkey", persist=False)
+        redis_url = redis_server.start()
+    database_url = _fresh_database(admin_url, TEST_DATABASE)
+    upgrade(database_url)
+    try:
+        yield {"database_url": database_url, "redis_url": redis_url}
+    finally:
+        if redis_server:
+            redis_server.stop()
+        if postgres:
+            postgres.stop()
+
+
+def _fresh_database(admin_url: str, name: str) -> str:
+    dsn = admin_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    # Swap the database name in the URL path (keeping query parameters like ?host=/socket/dir).
+    prefix, _, rest = admin_url.partition("://")
+    authority, _, path = rest.partition("/")
+    _, sep, query = path.partition("?")
+    return f"{prefix}://{authority}/{name}{sep}{query}"
+
+
+@pytest.fixture(scope="session")
+def settings(servers: dict[str, str]) -> Settings:
+    return Settings(
+        database_url=servers["database_url"],
+        redis_url=servers["redis_url"],
+        environment="test",
+        min_score=0.0,
+    )
+
+
+@pytest.fixture(scope="session")
+def db(settings: Settings) -> Iterator[object]:
+    from shared.db import Database, create_db_engine
+
+    database = Database(create_db_engine(settings, "mnemoflow.tests", pool_size=4))
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A user_id of its own for each test, so tests never see each other's memories."""
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def service_env(servers: dict[str, str], **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=servers["database_url"],
+        REDIS_URL=servers["redis_url"],
+        MNEMOFLOW_ENVIRONMENT="test",
+        PYTHONUNBUFFERED="1",
+        **extra,
+    )
+    return env
+
+
+@contextlib.contextmanager
+def running(args: list[str], env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process for the duration of the block, stopped with SIGTERM (SIGKILL if it lingers)."""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *args], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            yield proc
+        finally:
+            stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+def worker_args(name: str, queues: tuple[str, ...] = ALL_QUEUES, concurrency: int = 2) -> list[str]:
+    return ["celery", "-A", "workers.app", "worker", "-Q", ",".join(queues), "-c", str(concurrency),
+            "-n", f"{name}@%h", "--loglevel", "INFO", "--without-mingle", "--without-gossip"]
+
+
+def wait_for_worker(settings: Settings, name: str, proc: subprocess.Popen[bytes], log_path: Path,
+                    timeout: float = 60) -> None:
+    """Block until the named worker answers a broadcast ping."""
+    from shared.queueing import make_celery
+
+    app = make_celery(settings, "mnemoflow.tests")
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{log_path.read_text()[-3000:]}")
+            replies = app.control.ping(timeout=1.0) or []
+            if any(name in next(iter(r)) for r in replies):
+                return
+        raise RuntimeError(f"worker {name} did not answer within {timeout}s:\n{log_path.read_text()[-3000:]}")
+    finally:
+        app.close()
+
+
+@pytest.fixture(scope="session")
+def worker(servers: dict[str, str], settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A real `celery worker` process consuming every queue."""
+    log_path = tmp_path_factory.mktemp("logs") / "worker.log"
+    with running(worker_args("tests-all"), service_env(servers), log_path) as proc:
+        wait_for_worker(settings, "tests-all", proc, log_path)
+        yield proc
+
+
+@pytest.fixture(scope="session")
+def gateway(servers: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The gateway under uvicorn on a free port; yields its base URL."""
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("logs") / "gateway.log"
+    args = ["uvicorn", "services.gateway.app:create_app", "--factory", "--host", "127.0.0.1", "--port", str(port)]
+    with running(args, service_env(servers), log_path) as proc:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"gateway exited:\n{log_path.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"gateway not healthy:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield url
+
+
+@pytest.fixture
+def http(gateway: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        yield client
+
+
+def wait_for_job(http: httpx.Client, job_id: str, user_id: str, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = http.get(f"/jobs/{job_id}", params={"user_id": user_id}).json()
+        if job["status"] in ("succeeded", "failed"):
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish in {timeout}s: {job}")

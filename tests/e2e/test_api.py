@@ -1,0 +1,203 @@
+"""The whole stack over HTTP: gateway process, real Celery worker processes, PostgreSQL, Valkey."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from tests.conftest import wait_for_job
+
+pytestmark = pytest.mark.e2e
+
+
+def test_health_reports_provider_database_and_broker(http):
+    body = http.get("/health").json()
+    assert body["ok"] is True
+    assert body["embedding"]["provider"] == "synthetic" and body["embedding"]["dimensions"] == 384
+    assert body["database"]["ok"] and body["broker"]["ok"]
+
+
+def test_add_get_patch_list_delete_round_trip(http, tenant):
+    added = http.post("/memory/add", json={"content": "Deploys happen on Tuesdays", "tags": ["ops"],
+                                           "metadata": {"source": "chat"}, "user_id": tenant})
+    assert added.status_code == 200, added.text
+    memory = added.json()
+    assert memory["queryable"] is True and memory["deduplicated"] is False
+    assert memory["primary_sector"] in memory["sectors"]
+
+    again = http.post("/memory/add", json={"content": "Deploys happen on Tuesdays", "user_id": tenant}).json()
+    assert again["id"] == memory["id"] and again["deduplicated"] is True
+
+    fetched = http.get(f"/memory/{memory['id']}", params={"user_id": tenant}).json()
+    assert fetched["metadata"] == {"source": "chat"} and fetched["tags"] == ["ops"]
+
+    patched = http.patch(f"/memory/{memory['id']}", json={"tags": ["ops", "release"], "user_id": tenant}).json()
+    assert patched["tags"] == ["ops", "release"]
+
+    page = http.get("/memory/all", params={"user_id": tenant, "l": 10, "u": 0}).json()
+    assert page["total"] == 1 and page["items"][0]["id"] == memory["id"]
+
+    assert http.delete(f"/memory/{memory['id']}", params={"user_id": tenant}).status_code == 200
+    assert http.get(f"/memory/{memory['id']}", params={"user_id": tenant}).status_code == 404
+
+
+def test_query_is_openmemory_shaped_and_explains_on_request(http, tenant):
+    for content in ("The wifi password at the lake house is bluebird42",
+                    "Mom's flight lands at 6pm on Friday",
+                    "Always run the linter before pushing"):
+        assert http.post("/memory/add", json={"content": content, "user_id": tenant}).status_code == 200
+    plain = http.post("/memory/query", json={"query": "lake house wifi password", "user_id": tenant}).json()
+    assert plain["query"] == "lake house wifi password"
+    top = plain["matches"][0]
+    assert "bluebird42" in top["content"]
+    assert {"id", "content", "score", "sectors", "primary_sector", "path", "salience", "last_seen_at"} <= set(top)
+    assert "trace" not in top
+    explained = http.post("/memory/query", json={"query": "lake house wifi password", "user_id": tenant,
+                                                 "explain": True}).json()
+    trace = explained["matches"][0]["trace"]
+    assert trace["lexical_rank"] == 1 and trace["components"]["similarity"] > 0
+
+
+def test_query_reinforces_hits_through_the_worker(http, tenant, worker):
+    memory = http.post("/memory/add", json={"content": "The boat is moored at pier 9", "user_id": tenant,
+                                            "salience": 0.2}).json()
+    http.post("/memory/query", json={"query": "where is the boat moored", "user_id": tenant})
+    import time
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        current = http.get(f"/memory/{memory['id']}", params={"user_id": tenant}).json()
+        if current["coactivations"] == 1:
+            break
+        time.sleep(0.2)
+    assert current["coactivations"] == 1
+    assert current["salience"] == pytest.approx(0.7)  # 0.2 + 0.5 (decay seed's query reinforcement)
+
+
+def test_batch_goes_through_the_sector_queues_and_lands_once(http, tenant, worker, db):
+    items = [{"content": f"Shipment {i} left the Rotterdam warehouse"} for i in range(120)]
+    items += [{"content": "I feel relieved the audit is finally over"}, {"content": "How to restart the VPN step by step"}]
+    items.append({"content": "Shipment 0 left the Rotterdam warehouse"})  # duplicate inside the batch
+    accepted = http.post("/memory/batch", json={"items": items, "user_id": tenant, "idempotency_key": "b1"})
+    assert accepted.status_code == 202, accepted.text
+    job_id = accepted.json()["job_id"]
+    assert accepted.headers["location"] == f"/jobs/{job_id}"
+
+    replay = http.post("/memory/batch", json={"items": items, "user_id": tenant, "idempotency_key": "b1"})
+    assert replay.json()["job_id"] == job_id and replay.json()["status"] == "existing"
+
+    job = wait_for_job(http, job_id, tenant)
+    assert job["status"] == "succeeded", job
+    assert job["progress"] == {"done": len(items), "total": len(items)}
+    assert job["result"]["created"] == 122 and job["result"]["duplicates"] == 1
+    with db.session() as s:
+        count = s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
+        sectors = s.execute(
+            text("SELECT DISTINCT sector FROM job_chunks WHERE job_id = :j"), {"j": job_id}
+        ).scalars().all()
+    assert count == 122
+    assert len(sectors) >= 2  # routed to more than one sector queue
+    found = http.post("/memory/query", json={"query": "Shipment 57 Rotterdam", "user_id": tenant}).json()
+    assert any(m["content"] == "Shipment 57 left the Rotterdam warehouse" for m in found["matches"])
+
+
+def test_sectors_report_counts_for_the_tenant(http, tenant):
+    http.post("/memory/add", json={"content": "I feel grateful for the team today", "user_id": tenant})
+    body = http.get("/sectors", params={"user_id": tenant}).json()
+    assert body["sectors"] == ["episodic", "semantic", "procedural", "emotional", "reflective"]
+    assert sum(s["count"] for s in body["stats"]) == 1
+    assert body["configs"]["emotional"]["decay_lambda"] == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "payload", "status", "fragment"),
+    [
+        ("post", "/memory/add", {"content": ""}, 422, "content"),
+        ("post", "/memory/add", {"content": "   "}, 422, "non-whitespace"),
+        ("post", "/memory/add", {"content": 42}, 422, "content"),
+        ("post", "/memory/add", {"content": "x", "tags": "notalist"}, 422, "tags"),
+        ("post", "/memory/add", {"content": "x", "unknown": 1}, 422, "unknown"),
+        ("post", "/memory/add", {"content": "x" * 100_001}, 422, "limit"),
+        ("post", "/memory/query", {"query": "x", "k": 0}, 422, "k"),
+        ("post", "/memory/query", {"query": "x", "k": 201}, 422, "maximum"),
+        ("post", "/memory/query", {"query": "x", "filters": {"sector": "dreams"}}, 422, "unknown sector"),
+        ("post", "/memory/batch", {"items": []}, 422, "items"),
+        ("post", "/memory/reinforce", {"id": "not-a-uuid"}, 422, "id"),
+        ("get", "/memory/not-a-uuid", None, 422, "memory_id"),
+        ("get", "/memory/all?sector=dreams", None, 422, "unknown sector"),
+        ("get", "/memory/all?l=0", None, 422, "l"),
+        ("get", f"/memory/{uuid.uuid4()}", None, 404, "not found"),
+        ("get", f"/jobs/{uuid.uuid4()}", None, 404, "not found"),
+        ("post", "/memory/reinforce", {"id": str(uuid.uuid4())}, 404, "not found"),
+        ("patch", f"/memory/{uuid.uuid4()}", {}, 422, "nothing to update"),
+    ],
+)
+def test_bad_input_gets_a_clear_4xx(http, method, path, payload, status, fragment):
+    response = http.request(method.upper(), path, json=payload)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert fragment in error["message"] or fragment in str(error.get("details"))
+
+
+def test_malformed_json_and_oversize_bodies(http, gateway):
+    bad = http.post("/memory/add", content=b'{"content": "x",', headers={"content-type": "application/json"})
+    assert bad.status_code == 422 and "not valid JSON" in bad.json()["error"]["message"]
+    huge = http.post("/memory/add", content=b"x" * (64 * 1024 * 1024 + 1), headers={"content-type": "application/json"})
+    assert huge.status_code == 413 and "exceeds" in huge.json()["error"]["message"]
+
+
+def test_foreign_tenant_cannot_read_or_delete(http, tenant):
+    memory = http.post("/memory/add", json={"content": "Private diary entry", "user_id": tenant}).json()
+    intruder = f"{tenant}-x"
+    assert http.get(f"/memory/{memory['id']}", params={"user_id": intruder}).status_code == 404
+    assert http.delete(f"/memory/{memory['id']}", params={"user_id": intruder}).status_code == 404
+    found = http.post("/memory/query", json={"query": "private diary entry", "user_id": intruder}).json()
+    assert found["matches"] == []
+    assert http.get(f"/memory/{memory['id']}", params={"user_id": tenant}).status_code == 200
+
+
+def test_metrics_are_exposed(http):
+    http.get("/health")
+    body = http.get("/metrics").text
+    assert "mnemoflow_http_requests_total" in body
+
+
+@pytest.fixture(scope="module")
+def secured(servers, tmp_path_factory):
+    """A second gateway with API keys configured: each key bound to one tenant."""
+    import time
+
+    from infra.embedded import free_port
+    from tests.conftest import running, service_env
+
+    port = free_port()
+    env = service_env(servers, MNEMOFLOW_API_KEYS="alice-key-0123456789=alice,bob-key-0123456789=bob")
+    args = ["uvicorn", "services.gateway.app:create_app", "--factory", "--host", "127.0.0.1", "--port", str(port)]
+    with running(args, env, tmp_path_factory.mktemp("logs") / "secured.log"):
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(150):
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        yield url
+
+
+def test_api_keys_bind_a_tenant(secured):
+    with httpx.Client(base_url=secured, timeout=10) as client:
+        anonymous = client.post("/memory/add", json={"content": "hello"})
+        assert anonymous.status_code == 401 and "API key" in anonymous.json()["error"]["message"]
+        wrong = client.post("/memory/add", json={"content": "hello"}, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        alice = {"Authorization": "Bearer alice-key-0123456789"}
+        added = client.post("/memory/add", json={"content": "Alice's note about tulips"}, headers=alice)
+        assert added.status_code == 200 and added.json()["user_id"] == "alice"
+        spoof = client.post("/memory/add", json={"content": "x", "user_id": "bob"}, headers=alice)
+        assert spoof.status_code == 403 and "alice" in spoof.json()["error"]["message"]
+        bob = {"x-api-key": "bob-key-0123456789"}
+        assert client.get(f"/memory/{added.json()['id']}", headers=bob).status_code == 404
+        assert client.post("/memory/query", json={"query": "tulips"}, headers=bob).json()["matches"] == []

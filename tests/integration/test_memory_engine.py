@@ -1,0 +1,222 @@
+"""The HSG write and read paths against real PostgreSQL + pgvector."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from shared.embedding import SyntheticEmbedder
+from shared.errors import Conflict, NotFound
+from shared.memory_service import MemoryEngine
+from shared.schemas import MemoryCreate, QueryFilters
+from shared.sectors import SECTOR_CONFIGS
+from shared.storage import jobs as job_store
+from shared.storage import memories as store
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def engine(settings):
+    return MemoryEngine(settings, SyntheticEmbedder(dim=settings.vector_dim))
+
+
+def add(db, engine, tenant, content, **kw):
+    with db.session() as s:
+        memory, dedup = engine.add(s, tenant, MemoryCreate(content=content, **kw))
+    return memory, dedup
+
+
+def query(db, engine, tenant, q, k=8, **filters):
+    with db.session() as s:
+        return engine.query(s, tenant, q, k=k, filters=QueryFilters(**filters))
+
+
+def test_add_classifies_embeds_and_stores_a_vector_per_sector(db, engine, tenant):
+    memory, dedup = add(db, engine, tenant, "I feel so happy and excited about the trip today", tags=["trip"])
+    assert not dedup
+    assert memory["primary_sector"] in SECTOR_CONFIGS
+    assert memory["decay_lambda"] == pytest.approx(SECTOR_CONFIGS[memory["primary_sector"]].decay_lambda)
+    expected_salience = min(1.0, 0.4 + 0.1 * (len(memory["sectors"]) - 1))
+    assert memory["salience"] == pytest.approx(expected_salience)
+    with db.session() as s:
+        rows = s.execute(
+            text("SELECT tableoid::regclass::text AS part, sector, dim FROM memory_vectors WHERE memory_id = :id"),
+            {"id": memory["id"]},
+        ).all()
+    assert sorted(r.sector for r in rows) == sorted(memory["sectors"])
+    assert all(r.part == f"memory_vectors_{r.sector}" for r in rows)  # partitioned by sector
+    assert {r.dim for r in rows} == {engine.embedder.dim}
+
+
+def test_same_content_twice_returns_the_existing_memory(db, engine, tenant):
+    first, _ = add(db, engine, tenant, "The deploy key lives in the vault under ops/deploy")
+    again, dedup = add(db, engine, tenant, "  The deploy key lives in the vault   under ops/deploy \n")
+    assert dedup and again["id"] == first["id"]
+    other_case, dedup_case = add(db, engine, tenant, "the deploy key lives in the vault under ops/deploy")
+    assert not dedup_case and other_case["id"] != first["id"]  # exact match only, never lossy
+    with db.session() as s:
+        count = s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
+    assert count == 2
+
+
+def test_distinct_short_memories_are_never_merged(db, engine, tenant):
+    # OpenMemory's simhash dedup dropped many of these; exact-hash dedup must keep every one.
+    contents = [f"User likes colour number {i}" for i in range(60)] + ["cats", "cat", "Cats", "dogs"]
+    for c in contents:
+        add(db, engine, tenant, c)
+    with db.session() as s:
+        count = s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
+    assert count == len(contents)
+
+
+def test_waypoint_links_a_near_duplicate_but_not_an_unrelated_memory(db, engine, tenant):
+    a, _ = add(db, engine, tenant, "Alice prefers green tea with honey every morning before work")
+    b, _ = add(db, engine, tenant, "Alice prefers green tea with honey every morning before her work")
+    c, _ = add(db, engine, tenant, "Quarterly revenue figures were uploaded to the finance share")
+    with db.session() as s:
+        links = s.execute(
+            text("SELECT src_id, dst_id, weight FROM waypoints WHERE user_id = :u"), {"u": tenant}
+        ).all()
+    pairs = {(r.src_id, r.dst_id) for r in links}
+    assert (b["id"], a["id"]) in pairs
+    assert all(r.weight >= 0.75 for r in links)
+    assert not any(c["id"] in pair for pair in pairs)
+
+
+def test_query_finds_by_words_and_ranks_the_relevant_memory_first(db, engine, tenant):
+    add(db, engine, tenant, "The staging database password rotates every Monday")
+    add(db, engine, tenant, "Bob's birthday party is on the 14th of March")
+    add(db, engine, tenant, "Use pnpm instead of npm in the frontend repository")
+    outcome = query(db, engine, tenant, "when is Bob's birthday?")
+    assert outcome.matches, "expected at least one match"
+    best, row = outcome.matches[0]
+    assert "birthday" in row["content"]
+    assert best.lexical_rank == 1 and best.dense_rank is not None
+    assert set(best.components) >= {"similarity", "salience", "recency", "waypoint"}
+
+
+def test_tenants_never_see_each_other(db, engine, tenant):
+    other = f"{tenant}-other"
+    add(db, engine, other, "Secret launch code for project falcon is 4471")
+    add(db, engine, tenant, "Project falcon status meeting moved to Thursday")
+    outcome = query(db, engine, tenant, "project falcon launch code")
+    contents = [row["content"] for _, row in outcome.matches]
+    assert contents == ["Project falcon status meeting moved to Thursday"]
+
+
+def test_one_hop_waypoint_surfaces_a_memory_with_no_direct_hit(db, engine, tenant):
+    seed, _ = add(db, engine, tenant, "Kubernetes cluster upgrade scheduled for Saturday night")
+    linked, _ = add(db, engine, tenant, "Remember to notify the on-call rotation beforehand")
+    with db.session() as s:
+        s.execute(
+            text("INSERT INTO waypoints (src_id, dst_id, user_id, weight) VALUES (:a, :b, :u, 0.9)"),
+            {"a": seed["id"], "b": linked["id"], "u": tenant},
+        )
+    outcome = query(db, engine, tenant, "kubernetes cluster upgrade")
+    by_id = {c.id: c for c, _ in outcome.matches}
+    assert seed["id"] in by_id and linked["id"] in by_id
+    hop = by_id[linked["id"]]
+    assert hop.hops == 1 and hop.via == seed["id"] and hop.waypoint_weight == pytest.approx(0.9)
+    assert hop.lexical_rank is None and hop.path == [str(seed["id"]), str(linked["id"])]
+    assert (seed["id"], linked["id"]) in outcome.traversed
+
+
+def test_filters_by_sector_tags_and_time(db, engine, tenant):
+    tagged, _ = add(db, engine, tenant, "Invoice 7781 paid by the client", tags=["billing", "2026"])
+    add(db, engine, tenant, "Invoice 7782 still open with the client", tags=["billing"])
+    outcome = query(db, engine, tenant, "invoice client", tags=["billing", "2026"])
+    assert [c.id for c, _ in outcome.matches] == [tagged["id"]]
+    future = datetime.now(UTC) + timedelta(days=1)
+    assert query(db, engine, tenant, "invoice client", startTime=future).matches == []
+    sector = tagged["primary_sector"]
+    outcome = query(db, engine, tenant, "invoice client", sector=sector)
+    assert outcome.matches and all(sector in row["sectors"] for _, row in outcome.matches)
+
+
+def test_min_score_gate_drops_weak_matches(db, engine, tenant):
+    add(db, engine, tenant, "The cafeteria serves lasagna on Wednesdays")
+    assert query(db, engine, tenant, "lasagna wednesday", min_score=0.0).matches
+    assert query(db, engine, tenant, "lasagna wednesday", min_score=0.99).matches == []
+
+
+def test_reinforcement_applies_once_per_event(db, engine, tenant):
+    memory, _ = add(db, engine, tenant, "Grandma's recipe needs two cups of flour", salience=0.35)
+    for _ in range(2):  # a redelivered message
+        with db.session() as s:
+            engine.reinforce_hits(s, event_id=f"query:{tenant}", user_id=tenant, memory_ids=[memory["id"]],
+                                  traversed=[])
+    with db.session() as s:
+        row = store.get_memory(s, tenant, memory["id"])
+    assert row is not None
+    assert row["salience"] == pytest.approx(0.85)  # decay seed: 0.35 + 0.5, once
+    assert row["coactivations"] == 1
+
+
+def test_traversed_waypoints_strengthen_and_weak_ones_are_pruned(db, engine, tenant):
+    a, _ = add(db, engine, tenant, "Server room badge is kept at reception")
+    b, _ = add(db, engine, tenant, "Reception closes at six in the evening")
+    c, _ = add(db, engine, tenant, "Printer toner is ordered monthly")
+    with db.session() as s:
+        s.execute(
+            text(
+                "INSERT INTO waypoints (src_id, dst_id, user_id, weight) VALUES (:a, :b, :u, 0.98), (:a, :c, :u, 0.01)"
+            ),
+            {"a": a["id"], "b": b["id"], "c": c["id"], "u": tenant},
+        )
+        engine.reinforce_hits(s, event_id=f"q2:{tenant}", user_id=tenant, memory_ids=[b["id"]],
+                              traversed=[(a["id"], b["id"])])
+    with db.session() as s:
+        weight = s.execute(
+            text("SELECT weight FROM waypoints WHERE src_id = :a AND dst_id = :b"), {"a": a["id"], "b": b["id"]}
+        ).scalar_one()
+        assert weight == pytest.approx(1.0)  # +0.05, capped at 1.0
+        removed = store.prune_waypoints(s, below=0.05)
+        assert removed >= 1
+        left = s.execute(text("SELECT count(*) FROM waypoints WHERE src_id = :a"), {"a": a["id"]}).scalar_one()
+    assert left == 1
+
+
+def test_update_reembeds_and_refuses_duplicate_content(db, engine, tenant):
+    a, _ = add(db, engine, tenant, "Meeting notes: discuss the roadmap")
+    b, _ = add(db, engine, tenant, "How to reset the router step by step")
+    with db.session() as s:
+        updated = engine.update(s, tenant, a["id"], {"content": "I feel anxious about the roadmap review"})
+    assert updated["content"].startswith("I feel anxious")
+    assert updated["primary_sector"] == "emotional"
+    with db.session() as s:
+        sectors = s.execute(
+            text("SELECT array_agg(sector ORDER BY sector) FROM memory_vectors WHERE memory_id = :id"),
+            {"id": a["id"]},
+        ).scalar_one()
+    assert sorted(sectors) == sorted(updated["sectors"])
+    with pytest.raises(Conflict), db.session() as s:
+        engine.update(s, tenant, a["id"], {"content": b["content"]})
+    with pytest.raises(NotFound), db.session() as s:
+        engine.update(s, tenant, uuid.uuid4(), {"tags": ["x"]})
+
+
+def test_batch_chunk_is_stored_exactly_once(db, engine, tenant):
+    items = [{"content": f"Batch fact number {i} about the warehouse"} for i in range(30)]
+    items.append({"content": "Batch fact number 0 about the warehouse"})  # a duplicate inside the batch
+    with db.session() as s:
+        job_id, created = job_store.create_job(
+            s, user_id=tenant, kind="batch", total=len(items), params={}, idempotency_key=None
+        )
+        job_store.add_chunks(s, job_id, [job_store.ChunkSpec(0, "semantic", items)])
+    assert created
+    for _ in range(2):  # the second run is a redelivery
+        with db.session() as s:
+            job_store.start_attempt(s, job_id, 0)
+        with db.session() as s:
+            engine.store_chunk(s, job_id, 0)
+    with db.session() as s:
+        count = s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
+        job = job_store.get_job(s, job_id)
+        totals = job_store.chunk_totals(s, job_id)
+    assert count == 30
+    assert job is not None and job["status"] == "succeeded" and job["progress_done"] == len(items)
+    assert totals == {"created": 30, "duplicates": 1}

@@ -1,0 +1,59 @@
+"""The settings object: defaults from the seeds, OpenMemory names, validation that explains itself."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from shared.config import Settings, normalize_database_url
+
+
+def test_defaults_follow_the_seeds():
+    s = Settings(_env_file=None)
+    assert s.score_weights == (0.6, 0.2, 0.1, 0.1)
+    assert (s.rrf_k, s.waypoint_threshold, s.min_score) == (60, 0.75, 0.3)
+    assert (s.decay_ratio, s.decay_cold_threshold, s.decay_interval_minutes) == (0.03, 0.25, 1440)
+    assert (s.tier_hot_lambda, s.tier_warm_lambda, s.tier_cold_lambda) == (0.005, 0.02, 0.05)
+    assert (s.port, s.flower_port) == (8080, 5555)
+
+
+def test_openmemory_environment_names_are_honoured(monkeypatch):
+    monkeypatch.setenv("OM_DECAY_RATIO", "0.1")
+    monkeypatch.setenv("OM_MIN_SCORE", "0.45")
+    monkeypatch.setenv("OM_REGENERATION_ENABLED", "false")
+    monkeypatch.setenv("PORT", "9090")
+    s = Settings()
+    assert (s.decay_ratio, s.min_score, s.regeneration_enabled, s.port) == (0.1, 0.45, False, 9090)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgres://u:p@h/db", "postgresql+psycopg://u:p@h/db"),
+        ("postgresql://u@h:5433/db?sslmode=require", "postgresql+psycopg://u@h:5433/db?sslmode=require"),
+        ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
+    ],
+)
+def test_database_url_is_normalised_to_psycopg3(url, expected):
+    assert normalize_database_url(url) == expected
+    assert Settings(database_url=url).database_url == expected
+
+
+def test_api_keys_parse_and_bind_tenants(monkeypatch):
+    monkeypatch.setenv("MNEMOFLOW_API_KEYS", "k1-aaaaaaaaaaaa=alice, k2-bbbbbbbbbbbb=bob")
+    monkeypatch.setenv("OM_API_KEY", "legacy-key-cccccccc")
+    s = Settings()
+    assert s.all_api_keys == {"k1-aaaaaaaaaaaa": "alice", "k2-bbbbbbbbbbbb": "bob", "legacy-key-cccccccc": "anonymous"}
+
+
+def test_malformed_api_keys_are_explained(monkeypatch):
+    monkeypatch.setenv("MNEMOFLOW_API_KEYS", "justakey")
+    with pytest.raises(ValidationError, match="key=tenant"):
+        Settings()
+
+
+def test_placeholder_keys_are_refused_outside_development(monkeypatch):
+    monkeypatch.setenv("MNEMOFLOW_API_KEYS", "changeme=alice")
+    assert Settings(environment="development").all_api_keys == {"changeme": "alice"}
+    with pytest.raises(ValidationError, match="placeholder"):
+        Settings(environment="production")

@@ -1,0 +1,41 @@
+"""Queue declarations and routing: every task lands on a declared queue, or the send fails loudly."""
+
+from __future__ import annotations
+
+import pytest
+from kombu import Queue
+
+from shared.config import Settings
+from shared.queueing import celery_config, route_task
+from shared.tasks import ALL_QUEUES, TaskName, embed_queue
+
+
+def test_queues_are_declared_explicitly_with_safe_delivery_settings():
+    config = celery_config(Settings(redis_url="redis://localhost:6379/0"))
+    assert [q.name for q in config["task_queues"]] == list(ALL_QUEUES)
+    assert set(ALL_QUEUES) == {"ingest", "maintenance", *(f"embed.{s}" for s in
+                               ("episodic", "semantic", "procedural", "emotional", "reflective"))}
+    assert config["task_create_missing_queues"] is False
+    assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
+    assert config["worker_prefetch_multiplier"] == 1
+    assert config["accept_content"] == ["json"] and config["task_ignore_result"] is True
+    assert config["broker_transport_options"]["visibility_timeout"] >= 3600
+
+
+def test_sector_tasks_route_to_their_sector_queue_even_when_celery_expanded_it():
+    as_name = route_task(TaskName.STORE_CHUNK, (), {}, {"queue": embed_queue("emotional")})
+    as_queue = route_task(TaskName.STORE_CHUNK, (), {}, {"queue": Queue("embed.emotional")})
+    assert as_name["queue"] == as_queue["queue"] == "embed.emotional"
+
+
+def test_maintenance_tasks_have_a_default_queue():
+    assert route_task(TaskName.REINFORCE_HITS, (), {}, {})["queue"] == "maintenance"
+
+
+def test_undeclared_or_missing_destinations_are_refused():
+    with pytest.raises(ValueError, match="undeclared queue"):
+        route_task(TaskName.STORE_CHUNK, (), {}, {"queue": "embed.dreams"})
+    with pytest.raises(ValueError, match="has no queue"):
+        route_task(TaskName.STORE_CHUNK, (), {}, {})
+    with pytest.raises(ValueError, match="unknown sector"):
+        embed_queue("dreams")

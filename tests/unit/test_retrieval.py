@@ -1,0 +1,80 @@
+"""The read path's pure stages: fusion, one-hop expansion, composite scoring."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.retrieval import Candidate, expand_one_hop, fuse, score_candidate
+from shared.scoring import ScoreWeights
+
+A, B, C, D = (uuid.UUID(int=i) for i in range(1, 5))
+NOW = datetime(2026, 11, 22, tzinfo=UTC)
+
+
+def test_fuse_sums_reciprocal_ranks_and_keeps_both_traces():
+    fused = fuse([(A, 3.0), (B, 1.0)], [(B, 0.9), (C, 0.8)], rrf_k=60, limit=10)
+    assert fused[B].rrf_score == pytest.approx(1 / 62 + 1 / 61)
+    assert fused[A].rrf_score == pytest.approx(1 / 61)
+    assert fused[C].rrf_score == pytest.approx(1 / 62)
+    assert (fused[B].lexical_rank, fused[B].dense_rank) == (2, 1)
+    assert fused[A].dense_rank is None and fused[C].lexical_rank is None
+    assert list(fused)[0] == B  # consensus beats a single first place
+
+
+def test_fuse_is_graceful_when_one_ranker_is_empty_and_respects_limit():
+    only_dense = fuse([], [(A, 0.9), (B, 0.5), (C, 0.1)], rrf_k=60, limit=2)
+    assert list(only_dense) == [A, B]
+    assert fuse([], [], rrf_k=60, limit=5) == {}
+
+
+def test_expand_one_hop_follows_links_both_ways_and_max_wins():
+    seeds = {A: Candidate(A), B: Candidate(B)}
+    links = [(A, C, 0.4), (D, B, 0.8), (B, C, 0.9), (A, B, 0.7)]
+    expanded = expand_one_hop(seeds, links)
+    assert set(expanded) == {C, D}
+    assert expanded[C].via == B and expanded[C].waypoint_weight == pytest.approx(0.9)
+    assert expanded[D].via == B and expanded[D].hops == 1  # reached against the link's direction
+    assert seeds[B].waypoint_weight == pytest.approx(0.7)  # a seed linked to a seed records the weight
+    assert expanded[C].path == [str(B), str(C)]
+
+
+def score(candidate, *, cosine=0.8, max_lexical=2.0, salience=0.5, seen_days_ago=0.0, alpha=0.5):
+    return score_candidate(
+        candidate,
+        cosine=cosine,
+        max_lexical=max_lexical,
+        salience=salience,
+        last_seen_at=NOW - timedelta(days=seen_days_ago),
+        now=NOW,
+        weights=ScoreWeights(),
+        fusion_alpha=alpha,
+        hop_decay=0.5,
+        recency_decay_per_day=0.05,
+    )
+
+
+def test_composite_score_matches_the_seed_formula():
+    direct = Candidate(A, lexical_score=1.0)
+    value = score(direct, cosine=0.8, max_lexical=2.0, salience=0.5, seen_days_ago=10)
+    similarity = 0.5 * 0.8 + 0.5 * 0.5
+    expected = 0.6 * similarity + 0.2 * 0.5 + 0.1 * math.exp(-0.05 * 10) + 0.1 * 0.0
+    assert value == pytest.approx(expected)
+    assert direct.components["similarity"] == pytest.approx(similarity, abs=1e-6)
+    assert direct.components["recency"] == pytest.approx(math.exp(-0.5), abs=1e-6)
+
+
+def test_linked_memory_is_discounted_per_hop_and_earns_the_waypoint_term():
+    hop = Candidate(B, hops=1, via=A, waypoint_weight=0.9)
+    value = score(hop, cosine=0.6, salience=0.4)
+    similarity = 0.5 * (0.5 * 0.6 + 0.5 * 0.0)
+    assert value == pytest.approx(0.6 * similarity + 0.2 * 0.4 + 0.1 * 1.0 + 0.1 * 0.9)
+
+
+def test_negative_cosine_never_lowers_similarity_below_zero():
+    c = Candidate(A)
+    score(c, cosine=-0.4, max_lexical=0.0, alpha=1.0)
+    assert c.components["similarity"] == 0.0

@@ -1,0 +1,71 @@
+"""The Celery application: queues from shared, one engine per worker process, beat schedule."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import signals
+
+from shared.config import get_settings
+from shared.db import Database, create_db_engine
+from shared.embedding.factory import create_embedder
+from shared.logs import configure_logging
+from shared.memory_service import MemoryEngine
+from shared.queueing import make_celery
+from shared.tasks import TaskName
+
+settings = get_settings()
+app = make_celery(settings, "mnemoflow.worker")
+app.conf.beat_schedule = {
+    "sweep-stalled-jobs": {"task": TaskName.SWEEP_JOBS, "schedule": settings.sweep_interval_seconds},
+    "prune-waypoints": {
+        "task": TaskName.PRUNE_WAYPOINTS,
+        "schedule": settings.waypoint_prune_interval_days * 86400,
+    },
+}
+app.conf.include = ["workers.tasks"]
+
+log = logging.getLogger("mnemoflow.worker")
+
+
+class WorkerContext:
+    """Per-process resources, built in worker_process_init (never at import, never shared across a fork)."""
+
+    db: Database | None = None
+    engine: MemoryEngine | None = None
+
+    @classmethod
+    def open(cls) -> None:
+        if cls.db is None:
+            cls.db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2))
+            cls.engine = MemoryEngine(settings, create_embedder(settings))
+
+    @classmethod
+    def close(cls) -> None:
+        if cls.db is not None:
+            cls.db.dispose()
+        cls.db = None
+        cls.engine = None
+
+
+@signals.setup_logging.connect
+def _logging(**_: Any) -> None:
+    configure_logging(settings.log_level)
+
+
+@signals.worker_process_init.connect
+def _process_init(**_: Any) -> None:
+    WorkerContext.open()
+
+
+@signals.worker_process_shutdown.connect
+def _process_shutdown(**_: Any) -> None:
+    WorkerContext.close()
+
+
+def context() -> tuple[Database, MemoryEngine]:
+    """The process's database and engine (opened lazily for solo/threads pools and beat)."""
+    WorkerContext.open()
+    assert WorkerContext.db is not None and WorkerContext.engine is not None
+    return WorkerContext.db, WorkerContext.engine

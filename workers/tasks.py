@@ -1,0 +1,92 @@
+"""Thin tasks: ids in, re-fetch, call a shared service, idempotent under redelivery."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from celery import Task
+
+from shared.storage import jobs as job_store
+from shared.storage import memories as store
+from shared.tasks import TaskName, embed_queue
+from workers.app import app, context, settings
+
+log = logging.getLogger("mnemoflow.worker")
+
+
+@app.task(name=TaskName.STORE_CHUNK, bind=True, max_retries=None)
+def store_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
+    """Embed and store one chunk of a batch job; a redelivered or duplicate message finds it done."""
+    db, engine = context()
+    job = uuid.UUID(job_id)
+    with db.session() as session:
+        attempts = job_store.start_attempt(session, job, seq)
+    if attempts is None:
+        log.info("job %s chunk %s is not pending (done or failed); nothing to do", job_id, seq)
+        return {"job_id": job_id, "seq": seq, "status": "skipped"}
+    if attempts > settings.job_max_attempts:  # e.g. it killed the worker every time
+        with db.session() as session:
+            job_store.fail_chunk(
+                session, job, seq, error=f"gave up after {attempts - 1} attempts (worker lost?)", final=True
+            )
+        return {"job_id": job_id, "seq": seq, "status": "failed"}
+    try:
+        with db.session() as session:
+            status = engine.store_chunk(session, job, seq)
+    except Exception as exc:
+        final = attempts >= settings.job_max_attempts
+        with db.session() as session:
+            job_store.fail_chunk(session, job, seq, error=f"{type(exc).__name__}: {exc}", final=final)
+        if final:
+            log.error("job %s chunk %s failed for good after %s attempts: %s", job_id, seq, attempts, exc)
+            return {"job_id": job_id, "seq": seq, "status": "failed"}
+        log.warning("job %s chunk %s attempt %s failed, retrying: %s", job_id, seq, attempts, exc)
+        raise self.retry(exc=exc, countdown=min(60, 2**attempts)) from exc
+    if status is None:
+        log.info("job %s chunk %s is held by another worker; leaving it", job_id, seq)
+    return {"job_id": job_id, "seq": seq, "status": status}
+
+
+@app.task(name=TaskName.REINFORCE_HITS)
+def reinforce_hits(
+    event_id: str, user_id: str, memory_ids: list[str], traversed: list[list[str]]
+) -> dict[str, Any]:
+    """Reinforce what a query returned, once per query even if the message is delivered twice."""
+    db, engine = context()
+    with db.session() as session:
+        applied = engine.reinforce_hits(
+            session,
+            event_id=event_id,
+            user_id=user_id,
+            memory_ids=[uuid.UUID(i) for i in memory_ids],
+            traversed=[(uuid.UUID(a), uuid.UUID(b)) for a, b in traversed],
+        )
+    return {"event_id": event_id, "applied": applied}
+
+
+@app.task(name=TaskName.SWEEP_JOBS)
+def sweep_jobs() -> dict[str, Any]:
+    """Re-send chunks whose message may have been lost (pending for longer than job_stall_seconds)."""
+    db, _ = context()
+    with db.session() as session:
+        stalled = job_store.stalled_chunks(session, older_than_seconds=settings.job_stall_seconds)
+        job_store.mark_enqueued(session, stalled)
+    for chunk in stalled:
+        app.send_task(
+            TaskName.STORE_CHUNK, kwargs={"job_id": str(chunk.job_id), "seq": chunk.seq}, queue=embed_queue(chunk.sector)
+        )
+    if stalled:
+        log.warning("sweeper re-sent %d stalled chunk(s)", len(stalled))
+    return {"resent": len(stalled)}
+
+
+@app.task(name=TaskName.PRUNE_WAYPOINTS)
+def prune_waypoints() -> dict[str, Any]:
+    """Drop association links weaker than the prune threshold (architecture seed: weekly, < 0.05)."""
+    db, _ = context()
+    with db.session() as session:
+        removed = store.prune_waypoints(session, below=settings.waypoint_prune_threshold)
+    log.info("[waypoints] pruned %d links below %.2f", removed, settings.waypoint_prune_threshold)
+    return {"removed": removed}
