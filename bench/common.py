@@ -23,17 +23,68 @@ from shared.tasks import ALL_QUEUES
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SUBJECTS = ["Alice", "Bob", "the team", "our client", "the ops crew", "Grandma", "the landlord", "Dr. Chen",
-            "the new intern", "my sister", "the vendor", "the board"]
-VERBS = ["mentioned", "decided", "remembered", "asked about", "complained about", "planned", "scheduled",
-         "reviewed", "forgot", "celebrated", "documented", "postponed"]
-OBJECTS = ["the quarterly budget", "a trip to Lisbon", "the database migration", "green tea", "the kubernetes upgrade",
-           "a birthday party", "the roof repair", "the onboarding checklist", "a new espresso machine",
-           "the marketing launch", "the security audit", "piano lessons", "the wifi password", "a hiking route",
-           "the invoice backlog", "the API rate limits", "a dentist appointment", "the garden fence"]
-DETAILS = ["on Monday", "next week", "yesterday", "because it was urgent", "after lunch", "with some doubts",
-           "for the third time", "before the deadline", "in great detail", "with excitement", "by email",
-           "during the standup"]
+SUBJECTS = [
+    "Alice",
+    "Bob",
+    "the team",
+    "our client",
+    "the ops crew",
+    "Grandma",
+    "the landlord",
+    "Dr. Chen",
+    "the new intern",
+    "my sister",
+    "the vendor",
+    "the board",
+]
+VERBS = [
+    "mentioned",
+    "decided",
+    "remembered",
+    "asked about",
+    "complained about",
+    "planned",
+    "scheduled",
+    "reviewed",
+    "forgot",
+    "celebrated",
+    "documented",
+    "postponed",
+]
+OBJECTS = [
+    "the quarterly budget",
+    "a trip to Lisbon",
+    "the database migration",
+    "green tea",
+    "the kubernetes upgrade",
+    "a birthday party",
+    "the roof repair",
+    "the onboarding checklist",
+    "a new espresso machine",
+    "the marketing launch",
+    "the security audit",
+    "piano lessons",
+    "the wifi password",
+    "a hiking route",
+    "the invoice backlog",
+    "the API rate limits",
+    "a dentist appointment",
+    "the garden fence",
+]
+DETAILS = [
+    "on Monday",
+    "next week",
+    "yesterday",
+    "because it was urgent",
+    "after lunch",
+    "with some doubts",
+    "for the third time",
+    "before the deadline",
+    "in great detail",
+    "with excitement",
+    "by email",
+    "during the standup",
+]
 
 
 def corpus(n: int, seed: int = 7) -> list[str]:
@@ -49,7 +100,7 @@ def percentiles(samples_ms: list[float]) -> dict[str, float]:
     ordered = sorted(samples_ms)
 
     def pct(p: float) -> float:
-        return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
     return {"p50": pct(50), "p95": pct(95), "p99": pct(99), "mean": statistics.fmean(ordered)}
 
@@ -104,20 +155,53 @@ def plain_dsn(url: str) -> str:
 def stack(database_url: str, redis_url: str, *, concurrency: int = 2, log_dir: Path | None = None) -> Iterator[str]:
     """Gateway + one worker on every queue, as child processes; yields the gateway URL."""
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="mnemoflow-bench-logs-"))
-    env = dict(os.environ, DATABASE_URL=database_url, REDIS_URL=redis_url, MNEMOFLOW_ENVIRONMENT="test",
-               MNEMOFLOW_LOG_LEVEL="WARNING")
+    env = dict(
+        os.environ,
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        MNEMOFLOW_ENVIRONMENT="test",
+        MNEMOFLOW_LOG_LEVEL="WARNING",
+    )
     port = free_port()
     procs = []
     try:
         for name, args in (
-            ("worker", ["celery", "-A", "workers.app", "worker", "-Q", ",".join(ALL_QUEUES), "-c", str(concurrency),
-                        "--loglevel", "WARNING", "--without-mingle", "--without-gossip"]),
-            ("gateway", ["uvicorn", "services.gateway.app:create_app", "--factory", "--host", "127.0.0.1",
-                         "--port", str(port), "--log-level", "warning"]),
+            (
+                "worker",
+                [
+                    "celery",
+                    "-A",
+                    "workers.app",
+                    "worker",
+                    "-Q",
+                    ",".join(ALL_QUEUES),
+                    "-c",
+                    str(concurrency),
+                    "--loglevel",
+                    "WARNING",
+                    "--without-mingle",
+                    "--without-gossip",
+                ],
+            ),
+            (
+                "gateway",
+                [
+                    "uvicorn",
+                    "services.gateway.app:create_app",
+                    "--factory",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--log-level",
+                    "warning",
+                ],
+            ),
         ):
             log = open(log_dir / f"{name}.log", "wb")  # noqa: SIM115
-            procs.append(subprocess.Popen([sys.executable, "-m", *args], env=env, cwd=ROOT, stdout=log,
-                                          stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen([sys.executable, "-m", *args], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            )
         url = f"http://127.0.0.1:{port}"
         for _ in range(300):
             with contextlib.suppress(httpx.HTTPError):

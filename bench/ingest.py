@@ -44,14 +44,42 @@ def baseline_copy(database_url: str, texts: list[str]) -> tuple[float, float]:
                 "COPY memories (id, user_id, content, content_hash, primary_sector, sectors, tags, meta, salience, "
                 "decay_lambda, confidence, classification_confidence) FROM STDIN WITH (FORMAT BINARY)"
             ) as copy:
-                copy.set_types(["uuid", "text", "text", "text", "text", "text[]", "text[]", "jsonb", "float4",
-                                "float4", "float4", "float4"])
+                copy.set_types(
+                    [
+                        "uuid",
+                        "text",
+                        "text",
+                        "text",
+                        "text",
+                        "text[]",
+                        "text[]",
+                        "jsonb",
+                        "float4",
+                        "float4",
+                        "float4",
+                        "float4",
+                    ]
+                )
                 for memory_id, m in zip(ids, prepared, strict=True):
-                    copy.write_row((memory_id, m.user_id, m.content, m.content_hash, m.primary_sector,
-                                    list(m.sectors), list(m.tags), json.dumps(m.meta), m.salience, m.decay_lambda,
-                                    m.confidence, m.classification_confidence))
+                    copy.write_row(
+                        (
+                            memory_id,
+                            m.user_id,
+                            m.content,
+                            m.content_hash,
+                            m.primary_sector,
+                            list(m.sectors),
+                            list(m.tags),
+                            json.dumps(m.meta),
+                            m.salience,
+                            m.decay_lambda,
+                            m.confidence,
+                            m.classification_confidence,
+                        )
+                    )
             with cur.copy(
-                "COPY memory_vectors (memory_id, sector, user_id, dim, model, embedding) FROM STDIN WITH (FORMAT BINARY)"
+                "COPY memory_vectors (memory_id, sector, user_id, dim, model, embedding) "
+                "FROM STDIN WITH (FORMAT BINARY)"
             ) as copy:
                 copy.set_types(["uuid", "text", "text", "int2", "text", "vector"])
                 for memory_id, m in zip(ids, prepared, strict=True):
@@ -110,8 +138,11 @@ def main() -> None:
                 stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]  # type: ignore[index]
                 links = conn.execute("SELECT count(*) FROM waypoints").fetchone()[0]  # type: ignore[index]
             rows.append((size, size / copy_s, size / prepare_s, size / ours_s, stored, links))
-            print(f"[ingest] n={size:,}: COPY baseline {size / copy_s:,.0f} rows/s | ours {size / ours_s:,.0f} "
-                  f"memories/s (stored {stored:,}, waypoints {links:,}) | ratio {copy_s / ours_s:.2f}", flush=True)
+            print(
+                f"[ingest] n={size:,}: COPY baseline {size / copy_s:,.0f} rows/s | ours {size / ours_s:,.0f} "
+                f"memories/s (stored {stored:,}, waypoints {links:,}) | ratio {copy_s / ours_s:.2f}",
+                flush=True,
+            )
 
     print("\nbulk ingest, synthetic embeddings (memories/s, end to end until stored and queryable)")
     print(f"{'n':>9} {'COPY baseline':>14} {'embed only':>11} {'ours':>9} {'ours/COPY':>10}")

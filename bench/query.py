@@ -36,8 +36,7 @@ def load(database_url: str, texts: list[str], batch: int = 2_000) -> float:
     started = time.perf_counter()
     for start in range(0, len(texts), batch):
         with db.session() as session:
-            engine.store(session, engine.prepare([MemoryCreate(content=t) for t in texts[start : start + batch]],
-                                                 USER))
+            engine.store(session, engine.prepare([MemoryCreate(content=t) for t in texts[start : start + batch]], USER))
     db.dispose()
     with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
@@ -58,7 +57,7 @@ def baseline(database_url: str, qs: list[str], k: int) -> list[float]:
     samples = []
     with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
         register_vector(conn)
-        conn.execute("SET hnsw.ef_search = %s" % settings.hnsw_ef_search)
+        conn.execute(f"SET hnsw.ef_search = {settings.hnsw_ef_search}")
         for q in qs:
             vector = Vector(np.asarray(embedder.embed([q])[0], dtype=np.float32))
             started = time.perf_counter()
@@ -102,15 +101,19 @@ def main() -> None:
             with stack(url, srv.redis_url) as gateway:
                 ours = percentiles(over_http(gateway, qs, args.k))
             rows.append((size, base, ours, size / load_s))
-            print(f"[query] n={size:,}: ours p50 {ours['p50']:.1f} p95 {ours['p95']:.1f} p99 {ours['p99']:.1f} ms | "
-                  f"bare HNSW p50 {base['p50']:.1f} p95 {base['p95']:.1f} ms (loaded at {size / load_s:,.0f}/s)",
-                  flush=True)
+            print(
+                f"[query] n={size:,}: ours p50 {ours['p50']:.1f} p95 {ours['p95']:.1f} p99 {ours['p99']:.1f} ms | "
+                f"bare HNSW p50 {base['p50']:.1f} p95 {base['p95']:.1f} ms (loaded at {size / load_s:,.0f}/s)",
+                flush=True,
+            )
 
     print(f"\nquery latency, full pipeline over HTTP (k={args.k}, {args.queries} queries, one client)")
     print(f"{'n':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'HNSW p50':>9} {'HNSW p95':>9} {'p95 ratio':>10}")
     for size, base, ours, _ in rows:
-        print(f"{size:>9,} {ours['p50']:>8.1f} {ours['p95']:>8.1f} {ours['p99']:>8.1f} {base['p50']:>9.1f} "
-              f"{base['p95']:>9.1f} {ours['p95'] / base['p95']:>10.1f}")
+        print(
+            f"{size:>9,} {ours['p50']:>8.1f} {ours['p95']:>8.1f} {ours['p99']:>8.1f} {base['p50']:>9.1f} "
+            f"{base['p95']:>9.1f} {ours['p95'] / base['p95']:>10.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -40,10 +40,14 @@ class Settings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", validation_alias=_env("HOST", "MNEMOFLOW_HOST"))
     port: int = Field(default=8080, ge=1, le=65535, validation_alias=_env("PORT", "MNEMOFLOW_PORT", "OM_PORT"))
-    flower_port: int = Field(default=5555, ge=1, le=65535, validation_alias=_env("FLOWER_PORT", "MNEMOFLOW_FLOWER_PORT"))
+    flower_port: int = Field(
+        default=5555, ge=1, le=65535, validation_alias=_env("FLOWER_PORT", "MNEMOFLOW_FLOWER_PORT")
+    )
 
     # Auth: "key=tenant,key2=tenant2"; OpenMemory's single OM_API_KEY binds to default_user_id.
-    api_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict, validation_alias=_env("MNEMOFLOW_API_KEYS"))
+    api_keys: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, validation_alias=_env("MNEMOFLOW_API_KEYS")
+    )
     om_api_key: str | None = Field(default=None, validation_alias=_env("OM_API_KEY"))
     default_user_id: str = "anonymous"
 
@@ -99,21 +103,37 @@ class Settings(BaseSettings):
     # Lifecycle knobs (decay seed). The decay cycle itself arrives with the lifecycle issue.
     decay_threads: int = Field(default=3, ge=1, validation_alias=_env("MNEMOFLOW_DECAY_THREADS", "OM_DECAY_THREADS"))
     decay_cold_threshold: float = Field(
-        default=0.25, ge=0.0, le=1.0, validation_alias=_env("MNEMOFLOW_DECAY_COLD_THRESHOLD", "OM_DECAY_COLD_THRESHOLD")
+        default=0.25,
+        ge=0.0,
+        le=1.0,
+        validation_alias=_env("MNEMOFLOW_DECAY_COLD_THRESHOLD", "OM_DECAY_COLD_THRESHOLD"),
     )
     decay_reinforce_on_query: bool = Field(
-        default=True, validation_alias=_env("MNEMOFLOW_DECAY_REINFORCE_ON_QUERY", "OM_DECAY_REINFORCE_ON_QUERY")
+        default=True,
+        validation_alias=_env("MNEMOFLOW_DECAY_REINFORCE_ON_QUERY", "OM_DECAY_REINFORCE_ON_QUERY"),
     )
     regeneration_enabled: bool = Field(
         default=True, validation_alias=_env("MNEMOFLOW_REGENERATION_ENABLED", "OM_REGENERATION_ENABLED")
     )
-    max_vector_dim: int = Field(default=1536, ge=64, validation_alias=_env("MNEMOFLOW_MAX_VECTOR_DIM", "OM_MAX_VECTOR_DIM"))
-    min_vector_dim: int = Field(default=64, ge=8, validation_alias=_env("MNEMOFLOW_MIN_VECTOR_DIM", "OM_MIN_VECTOR_DIM"))
-    summary_layers: int = Field(default=3, ge=1, le=3, validation_alias=_env("MNEMOFLOW_SUMMARY_LAYERS", "OM_SUMMARY_LAYERS"))
-    decay_ratio: float = Field(default=0.03, gt=0.0, le=1.0, validation_alias=_env("MNEMOFLOW_DECAY_RATIO", "OM_DECAY_RATIO"))
-    decay_sleep_ms: int = Field(default=200, ge=0, validation_alias=_env("MNEMOFLOW_DECAY_SLEEP_MS", "OM_DECAY_SLEEP_MS"))
+    max_vector_dim: int = Field(
+        default=1536, ge=64, validation_alias=_env("MNEMOFLOW_MAX_VECTOR_DIM", "OM_MAX_VECTOR_DIM")
+    )
+    min_vector_dim: int = Field(
+        default=64, ge=8, validation_alias=_env("MNEMOFLOW_MIN_VECTOR_DIM", "OM_MIN_VECTOR_DIM")
+    )
+    summary_layers: int = Field(
+        default=3, ge=1, le=3, validation_alias=_env("MNEMOFLOW_SUMMARY_LAYERS", "OM_SUMMARY_LAYERS")
+    )
+    decay_ratio: float = Field(
+        default=0.03, gt=0.0, le=1.0, validation_alias=_env("MNEMOFLOW_DECAY_RATIO", "OM_DECAY_RATIO")
+    )
+    decay_sleep_ms: int = Field(
+        default=200, ge=0, validation_alias=_env("MNEMOFLOW_DECAY_SLEEP_MS", "OM_DECAY_SLEEP_MS")
+    )
     decay_interval_minutes: float = Field(
-        default=1440, gt=0, validation_alias=_env("MNEMOFLOW_DECAY_INTERVAL_MINUTES", "OM_DECAY_INTERVAL_MINUTES")
+        default=1440,
+        gt=0,
+        validation_alias=_env("MNEMOFLOW_DECAY_INTERVAL_MINUTES", "OM_DECAY_INTERVAL_MINUTES"),
     )
     decay_cooldown_seconds: float = 60.0
     tier_hot_lambda: float = 0.005

@@ -29,7 +29,7 @@ def create_db_engine(settings: Settings, application_name: str, *, pool_size: in
     )
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_connection, _record):
         try:
             register_vector(dbapi_connection)
         except Exception:  # the extension appears with the first migration

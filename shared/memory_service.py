@@ -170,7 +170,11 @@ class MemoryEngine:
         refs = self.store(session, prepared)
         created = sum(1 for r in refs if r.created)
         return job_store.complete_chunk(
-            session, job_id, seq, done=len(items), result={"created": created, "duplicates": len(items) - created}
+            session,
+            job_id,
+            seq,
+            done=len(items),
+            result={"created": created, "duplicates": len(items) - created},
         )
 
     # Read path ----------------------------------------------------------------------------------------
@@ -190,7 +194,10 @@ class MemoryEngine:
         now = now or datetime.now(UTC)
         wanted_sectors = filters.sectors or ([filters.sector] if filters.sector else None)
         where = MemoryFilter(
-            sectors=wanted_sectors, tags=filters.tags, start_time=filters.start_time, end_time=filters.end_time
+            sectors=wanted_sectors,
+            tags=filters.tags,
+            start_time=filters.start_time,
+            end_time=filters.end_time,
         )
         pool = k * s.candidate_multiplier
         query_vector = self.embedder.embed([normalize_content(query)])[0]

@@ -108,7 +108,11 @@ def running(args: list[str], env: dict[str, str], log_path: Path) -> Iterator[su
     """A child process for the duration of the block, stopped with SIGTERM (SIGKILL if it lingers)."""
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", *args], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", *args],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         try:
@@ -130,12 +134,27 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
 
 
 def worker_args(name: str, queues: tuple[str, ...] = ALL_QUEUES, concurrency: int = 2) -> list[str]:
-    return ["celery", "-A", "workers.app", "worker", "-Q", ",".join(queues), "-c", str(concurrency),
-            "-n", f"{name}@%h", "--loglevel", "INFO", "--without-mingle", "--without-gossip"]
+    return [
+        "celery",
+        "-A",
+        "workers.app",
+        "worker",
+        "-Q",
+        ",".join(queues),
+        "-c",
+        str(concurrency),
+        "-n",
+        f"{name}@%h",
+        "--loglevel",
+        "INFO",
+        "--without-mingle",
+        "--without-gossip",
+    ]
 
 
-def wait_for_worker(settings: Settings, name: str, proc: subprocess.Popen[bytes], log_path: Path,
-                    timeout: float = 60) -> None:
+def wait_for_worker(
+    settings: Settings, name: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float = 60
+) -> None:
     """Block until the named worker answers a broadcast ping."""
     from shared.queueing import make_celery
 
@@ -167,7 +186,15 @@ def gateway(servers: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
     """The gateway under uvicorn on a free port; yields its base URL."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("logs") / "gateway.log"
-    args = ["uvicorn", "services.gateway.app:create_app", "--factory", "--host", "127.0.0.1", "--port", str(port)]
+    args = [
+        "uvicorn",
+        "services.gateway.app:create_app",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     with running(args, service_env(servers), log_path) as proc:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60

@@ -50,9 +50,7 @@ def store_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
 
 
 @app.task(name=TaskName.REINFORCE_HITS)
-def reinforce_hits(
-    event_id: str, user_id: str, memory_ids: list[str], traversed: list[list[str]]
-) -> dict[str, Any]:
+def reinforce_hits(event_id: str, user_id: str, memory_ids: list[str], traversed: list[list[str]]) -> dict[str, Any]:
     """Reinforce what a query returned, once per query even if the message is delivered twice."""
     db, engine = context()
     with db.session() as session:
@@ -75,7 +73,9 @@ def sweep_jobs() -> dict[str, Any]:
         job_store.mark_enqueued(session, stalled)
     for chunk in stalled:
         app.send_task(
-            TaskName.STORE_CHUNK, kwargs={"job_id": str(chunk.job_id), "seq": chunk.seq}, queue=embed_queue(chunk.sector)
+            TaskName.STORE_CHUNK,
+            kwargs={"job_id": str(chunk.job_id), "seq": chunk.seq},
+            queue=embed_queue(chunk.sector),
         )
     if stalled:
         log.warning("sweeper re-sent %d stalled chunk(s)", len(stalled))

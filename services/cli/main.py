@@ -47,8 +47,16 @@ def up(
     if detach:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(settings.data_dir / "logs-supervisor.log", "ab")  # noqa: SIM115
-        args = [sys.executable, "-m", "services.cli.main", "up", "--data-dir", str(settings.data_dir),
-                "--port", str(settings.port)] + ([] if flower else ["--no-flower"])
+        args = [
+            sys.executable,
+            "-m",
+            "services.cli.main",
+            "up",
+            "--data-dir",
+            str(settings.data_dir),
+            "--port",
+            str(settings.port),
+        ] + ([] if flower else ["--no-flower"])
         subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, stdin=subprocess.DEVNULL)
         state = settings.data_dir.resolve() / STATE_FILE
         for _ in range(240):

@@ -90,19 +90,48 @@ class Stack:
         s = self.settings
         self.spawn(
             "worker",
-            ["celery", "-A", "workers.app", "worker", "-Q", ",".join(ALL_QUEUES), "-c", str(s.worker_concurrency),
-             "-n", "mnemoflow-all@%h", "--loglevel", s.log_level],
+            [
+                "celery",
+                "-A",
+                "workers.app",
+                "worker",
+                "-Q",
+                ",".join(ALL_QUEUES),
+                "-c",
+                str(s.worker_concurrency),
+                "-n",
+                "mnemoflow-all@%h",
+                "--loglevel",
+                s.log_level,
+            ],
         )
         if self.with_beat:
             self.spawn(
                 "beat",
-                ["celery", "-A", "workers.app", "beat", "--loglevel", s.log_level,
-                 "-s", str(self.data_dir / "celerybeat-schedule")],
+                [
+                    "celery",
+                    "-A",
+                    "workers.app",
+                    "beat",
+                    "--loglevel",
+                    s.log_level,
+                    "-s",
+                    str(self.data_dir / "celerybeat-schedule"),
+                ],
             )
         self.spawn(
             "gateway",
-            ["uvicorn", "services.gateway.app:create_app", "--factory", "--host", s.host, "--port", str(s.port),
-             "--log-level", s.log_level.lower()],
+            [
+                "uvicorn",
+                "services.gateway.app:create_app",
+                "--factory",
+                "--host",
+                s.host,
+                "--port",
+                str(s.port),
+                "--log-level",
+                s.log_level.lower(),
+            ],
         )
         if self.with_flower:
             self.spawn(
@@ -184,8 +213,10 @@ def run_foreground(settings: Settings, *, with_flower: bool = True) -> int:
     signal.signal(signal.SIGTERM, _stop)
     for port, what in ((settings.port, "gateway (PORT)"), (settings.flower_port, "Flower (FLOWER_PORT)")):
         if (what.startswith("gateway") or with_flower) and not port_is_free(port, settings.host):
-            print(f"error: port {port} for the {what} is already in use; set another or run `mnemoflow down`",
-                  file=sys.stderr)
+            print(
+                f"error: port {port} for the {what} is already in use; set another or run `mnemoflow down`",
+                file=sys.stderr,
+            )
             return 2
     try:
         stack.start_servers()

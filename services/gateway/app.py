@@ -106,7 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(memory.router)
 
     @app.middleware("http")
-    async def observe(request: Request, call_next):  # type: ignore[no-untyped-def]
+    async def observe(request: Request, call_next):
         started = time.perf_counter()
         response = await call_next(request)
         route = request.scope.get("route")

@@ -14,7 +14,7 @@ from shared.errors import Forbidden, Unauthorized
 
 
 def get_state(request: Request) -> GatewayState:
-    return request.app.state.mnemoflow  # type: ignore[no-any-return]
+    return request.app.state.mnemoflow
 
 
 StateDep = Annotated[GatewayState, Depends(get_state)]

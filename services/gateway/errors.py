@@ -39,13 +39,13 @@ def install_error_handlers(app: FastAPI) -> None:
         errors = exc.errors()
         messages = [_describe(e) for e in errors]
         details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
-        return JSONResponse(
-            error_body("invalid_input", "; ".join(messages[:5]), details), status_code=422
-        )
+        return JSONResponse(error_body("invalid_input", "; ".join(messages[:5]), details), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+            exc.status_code, "http_error"
+        )
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
 
     @app.exception_handler(Exception)

@@ -18,5 +18,6 @@ QUERY_MATCHES = Histogram(
 )
 JOBS_ENQUEUED = Counter("mnemoflow_jobs_enqueued_total", "Jobs accepted", ["kind"])
 ENQUEUE_FAILURES = Counter(
-    "mnemoflow_enqueue_failures_total", "Tasks that could not be sent to the broker (the sweeper re-sends them)"
+    "mnemoflow_enqueue_failures_total",
+    "Tasks that could not be sent to the broker (the sweeper re-sends them)",
 )

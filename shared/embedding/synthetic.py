@@ -7,6 +7,7 @@ character trigrams of each word (0.25, so "running" and "runner" share features)
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 from collections import Counter
@@ -36,7 +37,7 @@ def _features(text: str) -> Counter[str]:
         padded = f"<{word}>"
         for i in range(len(padded) - 2):
             weights["c:" + padded[i : i + 3]] += 1
-    for left, right in zip(words, words[1:], strict=False):
+    for left, right in itertools.pairwise(words):
         weights[f"b:{left} {right}"] += 1
     return weights
 

@@ -50,7 +50,13 @@ def create_job(
             RETURNING id
             """
         ),
-        {"user_id": user_id, "kind": kind, "total": total, "params": json.dumps(params), "key": idempotency_key},
+        {
+            "user_id": user_id,
+            "kind": kind,
+            "total": total,
+            "params": json.dumps(params),
+            "key": idempotency_key,
+        },
     ).first()
     if row is not None:
         return row.id, True
@@ -62,15 +68,14 @@ def create_job(
 
 
 def add_chunks(session: Session, job_id: uuid.UUID, chunks: Sequence[ChunkSpec]) -> None:
-    payload = [
-        {"seq": c.seq, "sector": c.sector, "item_count": len(c.items), "items": c.items} for c in chunks
-    ]
+    payload = [{"seq": c.seq, "sector": c.sector, "item_count": len(c.items), "items": c.items} for c in chunks]
     session.execute(
         text(
             """
             INSERT INTO job_chunks (job_id, seq, sector, item_count, items)
             SELECT :job_id, r.seq, r.sector, r.item_count, r.items
-            FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(seq integer, sector text, item_count integer, items jsonb)
+            FROM jsonb_to_recordset(CAST(:rows AS jsonb))
+                 AS r(seq integer, sector text, item_count integer, items jsonb)
             """
         ),
         {"job_id": job_id, "rows": json.dumps(payload)},
@@ -80,8 +85,7 @@ def add_chunks(session: Session, job_id: uuid.UUID, chunks: Sequence[ChunkSpec])
 def get_job(session: Session, job_id: uuid.UUID, user_id: str | None = None) -> dict[str, Any] | None:
     row = session.execute(
         text(
-            f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id "
-            "AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)"
+            f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)"
         ),
         {"id": job_id, "user_id": user_id},
     ).first()

@@ -58,7 +58,8 @@ class MemoryFilter:
 
     def sql(self, alias: str = "m") -> tuple[str, dict[str, Any]]:
         """A SQL fragment (starting with AND, possibly empty) and its parameters."""
-        clauses, params = [], {}
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
         if self.sectors:
             clauses.append(f"{alias}.sectors && CAST(:f_sectors AS text[])")
             params["f_sectors"] = list(self.sectors)
@@ -173,9 +174,12 @@ def _copy_vectors(session: Session, rows: Iterable[tuple[uuid.UUID, NewMemory]],
     """COPY the vectors (one per sector of each memory) in binary: the fastest way into the partitions."""
     raw = session.connection().connection.driver_connection
     assert raw is not None
-    with raw.cursor() as cur, cur.copy(
-        "COPY memory_vectors (memory_id, sector, user_id, dim, model, embedding) FROM STDIN WITH (FORMAT BINARY)"
-    ) as copy:
+    with (
+        raw.cursor() as cur,
+        cur.copy(
+            "COPY memory_vectors (memory_id, sector, user_id, dim, model, embedding) FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy,
+    ):
         copy.set_types(["uuid", "text", "text", "int2", "text", "vector"])
         for memory_id, m in rows:
             vector = Vector(np.asarray(m.embedding, dtype=np.float32))
@@ -328,7 +332,8 @@ def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: N
 
 def content_hash_owner(session: Session, user_id: str, content_hash: str) -> uuid.UUID | None:
     return session.execute(
-        text("SELECT id FROM memories WHERE user_id = :u AND content_hash = :h"), {"u": user_id, "h": content_hash}
+        text("SELECT id FROM memories WHERE user_id = :u AND content_hash = :h"),
+        {"u": user_id, "h": content_hash},
     ).scalar_one_or_none()
 
 
@@ -345,7 +350,12 @@ def reinforce(
             RETURNING {MEMORY_COLUMNS}
             """
         ),
-        {"ids": [str(i) for i in memory_ids], "user_id": user_id, "boost": boost, "count": count_coactivation},
+        {
+            "ids": [str(i) for i in memory_ids],
+            "user_id": user_id,
+            "boost": boost,
+            "count": count_coactivation,
+        },
     ).all()
     return [row_to_dict(r) for r in rows]
 
@@ -365,7 +375,13 @@ def strengthen_waypoints(
             WHERE w.src_id = p.src_id AND w.dst_id = p.dst_id AND w.user_id = :user_id AND w.kind = 'association'
             """
         ),
-        {"src": [str(s) for s in src], "dst": [str(d) for d in dst], "user_id": user_id, "step": step, "cap": cap},
+        {
+            "src": [str(s) for s in src],
+            "dst": [str(d) for d in dst],
+            "user_id": user_id,
+            "step": step,
+            "cap": cap,
+        },
     )
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
@@ -449,9 +465,7 @@ def dense_candidates(
     return sorted(best.items(), key=lambda kv: (-kv[1], str(kv[0])))
 
 
-def similarities(
-    session: Session, query_vector: np.ndarray, memory_ids: Sequence[uuid.UUID]
-) -> dict[uuid.UUID, float]:
+def similarities(session: Session, query_vector: np.ndarray, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]:
     """Cosine similarity of the query to each listed memory's own vectors (best sector)."""
     if not memory_ids:
         return {}

@@ -21,8 +21,15 @@ def test_health_reports_provider_database_and_broker(http):
 
 
 def test_add_get_patch_list_delete_round_trip(http, tenant):
-    added = http.post("/memory/add", json={"content": "Deploys happen on Tuesdays", "tags": ["ops"],
-                                           "metadata": {"source": "chat"}, "user_id": tenant})
+    added = http.post(
+        "/memory/add",
+        json={
+            "content": "Deploys happen on Tuesdays",
+            "tags": ["ops"],
+            "metadata": {"source": "chat"},
+            "user_id": tenant,
+        },
+    )
     assert added.status_code == 200, added.text
     memory = added.json()
     assert memory["queryable"] is True and memory["deduplicated"] is False
@@ -45,9 +52,11 @@ def test_add_get_patch_list_delete_round_trip(http, tenant):
 
 
 def test_query_is_openmemory_shaped_and_explains_on_request(http, tenant):
-    for content in ("The wifi password at the lake house is bluebird42",
-                    "Mom's flight lands at 6pm on Friday",
-                    "Always run the linter before pushing"):
+    for content in (
+        "The wifi password at the lake house is bluebird42",
+        "Mom's flight lands at 6pm on Friday",
+        "Always run the linter before pushing",
+    ):
         assert http.post("/memory/add", json={"content": content, "user_id": tenant}).status_code == 200
     plain = http.post("/memory/query", json={"query": "lake house wifi password", "user_id": tenant}).json()
     assert plain["query"] == "lake house wifi password"
@@ -55,15 +64,17 @@ def test_query_is_openmemory_shaped_and_explains_on_request(http, tenant):
     assert "bluebird42" in top["content"]
     assert {"id", "content", "score", "sectors", "primary_sector", "path", "salience", "last_seen_at"} <= set(top)
     assert "trace" not in top
-    explained = http.post("/memory/query", json={"query": "lake house wifi password", "user_id": tenant,
-                                                 "explain": True}).json()
+    explained = http.post(
+        "/memory/query", json={"query": "lake house wifi password", "user_id": tenant, "explain": True}
+    ).json()
     trace = explained["matches"][0]["trace"]
     assert trace["lexical_rank"] == 1 and trace["components"]["similarity"] > 0
 
 
 def test_query_reinforces_hits_through_the_worker(http, tenant, worker):
-    memory = http.post("/memory/add", json={"content": "The boat is moored at pier 9", "user_id": tenant,
-                                            "salience": 0.2}).json()
+    memory = http.post(
+        "/memory/add", json={"content": "The boat is moored at pier 9", "user_id": tenant, "salience": 0.2}
+    ).json()
     http.post("/memory/query", json={"query": "where is the boat moored", "user_id": tenant})
     import time
 
@@ -79,7 +90,10 @@ def test_query_reinforces_hits_through_the_worker(http, tenant, worker):
 
 def test_batch_goes_through_the_sector_queues_and_lands_once(http, tenant, worker, db):
     items = [{"content": f"Shipment {i} left the Rotterdam warehouse"} for i in range(120)]
-    items += [{"content": "I feel relieved the audit is finally over"}, {"content": "How to restart the VPN step by step"}]
+    items += [
+        {"content": "I feel relieved the audit is finally over"},
+        {"content": "How to restart the VPN step by step"},
+    ]
     items.append({"content": "Shipment 0 left the Rotterdam warehouse"})  # duplicate inside the batch
     accepted = http.post("/memory/batch", json={"items": items, "user_id": tenant, "idempotency_key": "b1"})
     assert accepted.status_code == 202, accepted.text
@@ -95,9 +109,9 @@ def test_batch_goes_through_the_sector_queues_and_lands_once(http, tenant, worke
     assert job["result"]["created"] == 122 and job["result"]["duplicates"] == 1
     with db.session() as s:
         count = s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
-        sectors = s.execute(
-            text("SELECT DISTINCT sector FROM job_chunks WHERE job_id = :j"), {"j": job_id}
-        ).scalars().all()
+        sectors = (
+            s.execute(text("SELECT DISTINCT sector FROM job_chunks WHERE job_id = :j"), {"j": job_id}).scalars().all()
+        )
     assert count == 122
     assert len(sectors) >= 2  # routed to more than one sector queue
     found = http.post("/memory/query", json={"query": "Shipment 57 Rotterdam", "user_id": tenant}).json()
@@ -175,7 +189,15 @@ def secured(servers, tmp_path_factory):
 
     port = free_port()
     env = service_env(servers, MNEMOFLOW_API_KEYS="alice-key-0123456789=alice,bob-key-0123456789=bob")
-    args = ["uvicorn", "services.gateway.app:create_app", "--factory", "--host", "127.0.0.1", "--port", str(port)]
+    args = [
+        "uvicorn",
+        "services.gateway.app:create_app",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     with running(args, env, tmp_path_factory.mktemp("logs") / "secured.log"):
         url = f"http://127.0.0.1:{port}"
         for _ in range(150):

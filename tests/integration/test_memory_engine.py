@@ -78,9 +78,7 @@ def test_waypoint_links_a_near_duplicate_but_not_an_unrelated_memory(db, engine,
     b, _ = add(db, engine, tenant, "Alice prefers green tea with honey every morning before her work")
     c, _ = add(db, engine, tenant, "Quarterly revenue figures were uploaded to the finance share")
     with db.session() as s:
-        links = s.execute(
-            text("SELECT src_id, dst_id, weight FROM waypoints WHERE user_id = :u"), {"u": tenant}
-        ).all()
+        links = s.execute(text("SELECT src_id, dst_id, weight FROM waypoints WHERE user_id = :u"), {"u": tenant}).all()
     pairs = {(r.src_id, r.dst_id) for r in links}
     assert (b["id"], a["id"]) in pairs
     assert all(r.weight >= 0.75 for r in links)
@@ -147,8 +145,9 @@ def test_reinforcement_applies_once_per_event(db, engine, tenant):
     memory, _ = add(db, engine, tenant, "Grandma's recipe needs two cups of flour", salience=0.35)
     for _ in range(2):  # a redelivered message
         with db.session() as s:
-            engine.reinforce_hits(s, event_id=f"query:{tenant}", user_id=tenant, memory_ids=[memory["id"]],
-                                  traversed=[])
+            engine.reinforce_hits(
+                s, event_id=f"query:{tenant}", user_id=tenant, memory_ids=[memory["id"]], traversed=[]
+            )
     with db.session() as s:
         row = store.get_memory(s, tenant, memory["id"])
     assert row is not None
@@ -167,11 +166,13 @@ def test_traversed_waypoints_strengthen_and_weak_ones_are_pruned(db, engine, ten
             ),
             {"a": a["id"], "b": b["id"], "c": c["id"], "u": tenant},
         )
-        engine.reinforce_hits(s, event_id=f"q2:{tenant}", user_id=tenant, memory_ids=[b["id"]],
-                              traversed=[(a["id"], b["id"])])
+        engine.reinforce_hits(
+            s, event_id=f"q2:{tenant}", user_id=tenant, memory_ids=[b["id"]], traversed=[(a["id"], b["id"])]
+        )
     with db.session() as s:
         weight = s.execute(
-            text("SELECT weight FROM waypoints WHERE src_id = :a AND dst_id = :b"), {"a": a["id"], "b": b["id"]}
+            text("SELECT weight FROM waypoints WHERE src_id = :a AND dst_id = :b"),
+            {"a": a["id"], "b": b["id"]},
         ).scalar_one()
         assert weight == pytest.approx(1.0)  # +0.05, capped at 1.0
         removed = store.prune_waypoints(s, below=0.05)

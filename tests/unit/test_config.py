@@ -43,7 +43,11 @@ def test_api_keys_parse_and_bind_tenants(monkeypatch):
     monkeypatch.setenv("MNEMOFLOW_API_KEYS", "k1-aaaaaaaaaaaa=alice, k2-bbbbbbbbbbbb=bob")
     monkeypatch.setenv("OM_API_KEY", "legacy-key-cccccccc")
     s = Settings()
-    assert s.all_api_keys == {"k1-aaaaaaaaaaaa": "alice", "k2-bbbbbbbbbbbb": "bob", "legacy-key-cccccccc": "anonymous"}
+    assert s.all_api_keys == {
+        "k1-aaaaaaaaaaaa": "alice",
+        "k2-bbbbbbbbbbbb": "bob",
+        "legacy-key-cccccccc": "anonymous",
+    }
 
 
 def test_malformed_api_keys_are_explained(monkeypatch):

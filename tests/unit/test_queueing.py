@@ -13,8 +13,11 @@ from shared.tasks import ALL_QUEUES, TaskName, embed_queue
 def test_queues_are_declared_explicitly_with_safe_delivery_settings():
     config = celery_config(Settings(redis_url="redis://localhost:6379/0"))
     assert [q.name for q in config["task_queues"]] == list(ALL_QUEUES)
-    assert set(ALL_QUEUES) == {"ingest", "maintenance", *(f"embed.{s}" for s in
-                               ("episodic", "semantic", "procedural", "emotional", "reflective"))}
+    assert set(ALL_QUEUES) == {
+        "ingest",
+        "maintenance",
+        *(f"embed.{s}" for s in ("episodic", "semantic", "procedural", "emotional", "reflective")),
+    }
     assert config["task_create_missing_queues"] is False
     assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
     assert config["worker_prefetch_multiplier"] == 1

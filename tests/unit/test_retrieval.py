@@ -22,7 +22,7 @@ def test_fuse_sums_reciprocal_ranks_and_keeps_both_traces():
     assert fused[C].rrf_score == pytest.approx(1 / 62)
     assert (fused[B].lexical_rank, fused[B].dense_rank) == (2, 1)
     assert fused[A].dense_rank is None and fused[C].lexical_rank is None
-    assert list(fused)[0] == B  # consensus beats a single first place
+    assert next(iter(fused)) == B  # consensus beats a single first place
 
 
 def test_fuse_is_graceful_when_one_ranker_is_empty_and_respects_limit():

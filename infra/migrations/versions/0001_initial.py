@@ -115,9 +115,7 @@ def upgrade() -> None:
         op.execute(f"CREATE TABLE memory_vectors_{sector} PARTITION OF memory_vectors FOR VALUES IN ('{sector}')")
         op.execute(f"CREATE INDEX memory_vectors_{sector}_memory ON memory_vectors_{sector} (memory_id)")
         op.execute(f"CREATE INDEX memory_vectors_{sector}_user ON memory_vectors_{sector} (user_id)")
-        op.execute(
-            create_vector_index_sql(sector, settings.vector_dim, settings.hnsw_m, settings.hnsw_ef_construction)
-        )
+        op.execute(create_vector_index_sql(sector, settings.vector_dim, settings.hnsw_m, settings.hnsw_ef_construction))
 
     op.execute(
         """
@@ -214,7 +212,15 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for table in ("embed_logs", "applied_events", "job_chunks", "jobs", "waypoints", "memory_vectors", "memories",
-                  "documents"):
+    for table in (
+        "embed_logs",
+        "applied_events",
+        "job_chunks",
+        "jobs",
+        "waypoints",
+        "memory_vectors",
+        "memories",
+        "documents",
+    ):
         op.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
     op.execute("DROP FUNCTION IF EXISTS mnemoflow_tags_text(text[])")

@@ -116,13 +116,11 @@ def add_batch(body: BatchRequest, state: StateDep, principal: PrincipalDep, resp
             principal.tenant(item.user_id, user_id)  # an item may not write into another tenant
         sector = sector_rules.classify(normalize_content(item.content)).primary
         by_sector[sector].append(item.model_dump(mode="json", exclude_none=True, exclude={"user_id"}))
-    chunks = []
+    chunks: list[job_store.ChunkSpec] = []
     for sector in sorted(by_sector):
         items = by_sector[sector]
         for start in range(0, len(items), settings.batch_chunk_size):
-            chunks.append(
-                job_store.ChunkSpec(len(chunks), sector, items[start : start + settings.batch_chunk_size])
-            )
+            chunks.append(job_store.ChunkSpec(len(chunks), sector, items[start : start + settings.batch_chunk_size]))
     with state.db.session() as session:
         job_id, created = job_store.create_job(
             session,

@@ -40,8 +40,12 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
     return {
         "ok": ok,
         "version": __version__,
-        "embedding": {"provider": embedder.name, "model": embedder.model, "dimensions": embedder.dim,
-                      "configured": True},
+        "embedding": {
+            "provider": embedder.name,
+            "model": embedder.model,
+            "dimensions": embedder.dim,
+            "configured": True,
+        },
         "database": {"ok": database_ok},
         "broker": {"ok": broker_ok},
     }
