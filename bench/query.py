@@ -35,8 +35,14 @@ def load(database_url: str, texts: list[str], batch: int = 2_000) -> float:
     db = Database(create_db_engine(settings, "mnemoflow.bench"))
     started = time.perf_counter()
     for start in range(0, len(texts), batch):
+        items = [MemoryCreate(content=t) for t in texts[start : start + batch]]
         with db.session() as session:
-            engine.store(session, engine.prepare([MemoryCreate(content=t) for t in texts[start : start + batch]], USER))
+            engine.store(session, engine.prepare(items, USER), settle=False)
+    while True:  # the background merge, run to completion here so the index is settled
+        with db.session() as session:
+            merged, _ = engine.merge_fresh(session, limit=settings.merge_batch_size)
+        if not merged:
+            break
     db.dispose()
     with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")

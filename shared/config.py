@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     max_metadata_bytes: int = Field(default=64 * 1024, ge=0)
     max_batch_items: int = Field(default=50_000, ge=1)
     batch_chunk_size: int = Field(default=500, ge=1, le=10_000)
+    merge_batch_size: int = Field(default=1000, ge=1, le=100_000)
+    merge_time_budget_seconds: float = Field(default=30.0, gt=0)
     max_request_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
 
     # Retrieval (architecture seed: composite 0.6/0.2/0.1/0.1; recall seed: RRF k=60)

@@ -103,24 +103,46 @@ class MemoryEngine:
             )
         return prepared
 
-    def store(self, session: Session, memories: Sequence[NewMemory]) -> list[store.StoredRef]:
-        """Insert prepared memories (idempotent on user + content) and link each new one to its best match."""
-        refs = store.insert_memories(session, memories, model=self.embedder.model)
-        by_sector: dict[str, list[uuid.UUID]] = defaultdict(list)
-        for memory, ref in zip(memories, refs, strict=True):
-            if ref.created:
-                by_sector[memory.primary_sector].append(ref.id)
-        for sector, ids in by_sector.items():
+    def store(self, session: Session, memories: Sequence[NewMemory], *, settle: bool) -> list[store.StoredRef]:
+        """Insert prepared memories (idempotent on user + content).
+
+        settle=True (single adds): vectors go straight into the HNSW index and each new memory is linked
+        to its best match now. settle=False (bulk): vectors land in the fresh tier at COPY speed, are
+        searched exactly at once, and `merge_fresh` indexes and links them in the background.
+        """
+        refs = store.insert_memories(session, memories, model=self.embedder.model, indexed=settle)
+        if settle:
+            by_sector: dict[str, list[uuid.UUID]] = defaultdict(list)
+            for memory, ref in zip(memories, refs, strict=True):
+                if ref.created:
+                    by_sector[memory.primary_sector].append(ref.id)
+            self._link(session, by_sector)
+        return refs
+
+    def _link(self, session: Session, by_sector: dict[str, list[uuid.UUID]]) -> int:
+        return sum(
             store.link_to_best_match(
                 session, ids, sector, dim=self.embedder.dim, threshold=self.settings.waypoint_threshold
             )
-        return refs
+            for sector, ids in by_sector.items()
+        )
+
+    def merge_fresh(self, session: Session, *, limit: int, analyze: bool = False) -> tuple[int, int]:
+        """Index up to `limit` fresh vectors and link their memories; returns (vectors merged, links made).
+
+        analyze=True refreshes the touched partitions' statistics before linking (do it every few
+        thousand rows of a large merge, or the link searches stop using the HNSW index).
+        """
+        moved, merged = store.merge_fresh_vectors(session, limit=limit)
+        if analyze and merged:
+            store.analyze_vectors(session, merged)
+        return moved, self._link(session, merged)
 
     def add(self, session: Session, user_id: str, item: MemoryCreate) -> tuple[dict[str, Any], bool]:
         """Store one memory now; returns (memory, deduplicated)."""
         self.validate_item(item)
         prepared = self.prepare([item], user_id)
-        (ref,) = self.store(session, prepared)
+        (ref,) = self.store(session, prepared, settle=True)
         memory = store.get_memory(session, user_id, ref.id)
         assert memory is not None
         return memory, not ref.created
@@ -167,7 +189,7 @@ class MemoryEngine:
             latency_ms=(time.perf_counter() - started) * 1000,
             job_id=job_id,
         )
-        refs = self.store(session, prepared)
+        refs = self.store(session, prepared, settle=False)
         created = sum(1 for r in refs if r.created)
         return job_store.complete_chunk(
             session,

@@ -32,11 +32,13 @@ class TaskName(StrEnum):
     REINFORCE_HITS = "mnemoflow.memory.reinforce_hits"
     SWEEP_JOBS = "mnemoflow.jobs.sweep"
     PRUNE_WAYPOINTS = "mnemoflow.waypoints.prune"
+    MERGE_FRESH = "mnemoflow.vectors.merge_fresh"
 
 
 # Where a task goes when the caller does not say (sector tasks always name their queue).
-DEFAULT_QUEUE: dict[str, str] = {
+DEFAULT_QUEUE: dict[str, str] = {  # values are Queue members (str)
     TaskName.REINFORCE_HITS: Queue.MAINTENANCE,
     TaskName.SWEEP_JOBS: Queue.MAINTENANCE,
     TaskName.PRUNE_WAYPOINTS: Queue.MAINTENANCE,
+    TaskName.MERGE_FRESH: Queue.MAINTENANCE,
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import redis
 from celery import signals
 
 from shared.config import get_settings
@@ -19,6 +20,7 @@ settings = get_settings()
 app = make_celery(settings, "mnemoflow.worker")
 app.conf.beat_schedule = {
     "sweep-stalled-jobs": {"task": TaskName.SWEEP_JOBS, "schedule": settings.sweep_interval_seconds},
+    "merge-fresh-vectors": {"task": TaskName.MERGE_FRESH, "schedule": 60.0},
     "prune-waypoints": {
         "task": TaskName.PRUNE_WAYPOINTS,
         "schedule": settings.waypoint_prune_interval_days * 86400,
@@ -34,19 +36,24 @@ class WorkerContext:
 
     db: Database | None = None
     engine: MemoryEngine | None = None
+    redis: redis.Redis | None = None
 
     @classmethod
     def open(cls) -> None:
         if cls.db is None:
             cls.db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2))
             cls.engine = MemoryEngine(settings, create_embedder(settings))
+            cls.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=5)
 
     @classmethod
     def close(cls) -> None:
         if cls.db is not None:
             cls.db.dispose()
+        if cls.redis is not None:
+            cls.redis.close()
         cls.db = None
         cls.engine = None
+        cls.redis = None
 
 
 @signals.setup_logging.connect
@@ -62,6 +69,12 @@ def _process_init(**_: Any) -> None:
 @signals.worker_process_shutdown.connect
 def _process_shutdown(**_: Any) -> None:
     WorkerContext.close()
+
+
+def redis_client() -> redis.Redis:
+    WorkerContext.open()
+    assert WorkerContext.redis is not None
+    return WorkerContext.redis
 
 
 def context() -> tuple[Database, MemoryEngine]:

@@ -11,7 +11,7 @@ from celery import Task
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.tasks import TaskName, embed_queue
-from workers.app import app, context, settings
+from workers.app import app, context, redis_client, settings
 
 log = logging.getLogger("mnemoflow.worker")
 
@@ -46,7 +46,57 @@ def store_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
         raise self.retry(exc=exc, countdown=min(60, 2**attempts)) from exc
     if status is None:
         log.info("job %s chunk %s is held by another worker; leaving it", job_id, seq)
+    else:
+        schedule_merge()
     return {"job_id": job_id, "seq": seq, "status": status}
+
+
+MERGE_PENDING_KEY = "mnemoflow:merge:pending"
+MERGE_LOCK_KEY = 727275
+ANALYZE_EVERY = 5000  # merged vectors between statistics refreshes
+
+
+def schedule_merge() -> None:
+    """Ask for a merge of the fresh tier, at most one pending request at a time (debounced in Redis)."""
+    try:
+        if redis_client().set(MERGE_PENDING_KEY, "1", nx=True, ex=30):
+            app.send_task(TaskName.MERGE_FRESH)
+    except Exception as exc:  # the beat schedule merges every minute anyway
+        log.warning("could not schedule a fresh-tier merge: %s", exc)
+
+
+@app.task(name=TaskName.MERGE_FRESH)
+def merge_fresh() -> dict[str, Any]:
+    """Move fresh vectors into the HNSW indexes and link their memories, batch by batch, one merger at a time."""
+    import time
+
+    from sqlalchemy import text
+
+    db, engine = context()
+    redis_client().delete(MERGE_PENDING_KEY)  # chunks finishing from now on schedule another run
+    merged = links = 0
+    started = time.monotonic()
+    with db.engine.connect() as lock_conn:
+        if not lock_conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": MERGE_LOCK_KEY}).scalar_one():
+            return {"skipped": "another merge is running"}
+        try:
+            since_analyze = ANALYZE_EVERY  # statistics first: the backlog may be large and unseen
+            while time.monotonic() - started < settings.merge_time_budget_seconds:
+                analyze = since_analyze >= ANALYZE_EVERY
+                with db.session() as session:
+                    count, made = engine.merge_fresh(session, limit=settings.merge_batch_size, analyze=analyze)
+                since_analyze = count if analyze else since_analyze + count
+                merged, links = merged + count, links + made
+                if count == 0:
+                    break
+            else:
+                schedule_merge()  # out of time with work left: continue in a fresh task
+        finally:
+            lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MERGE_LOCK_KEY})
+            lock_conn.commit()
+    if merged:
+        log.info("[merge] indexed %d vectors, %d waypoints in %.1fs", merged, links, time.monotonic() - started)
+    return {"merged": merged, "links": links}
 
 
 @app.task(name=TaskName.REINFORCE_HITS)

@@ -16,5 +16,5 @@ def create_vector_index_sql(sector: str, dim: int, m: int, ef_construction: int)
     return (
         f"CREATE INDEX IF NOT EXISTS {vector_index_name(sector, dim)} ON memory_vectors_{sector} "
         f"USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops) "
-        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)}) WHERE dim = {int(dim)}"
+        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)}) WHERE dim = {int(dim)} AND indexed"
     )

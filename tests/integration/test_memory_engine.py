@@ -221,3 +221,38 @@ def test_batch_chunk_is_stored_exactly_once(db, engine, tenant):
     assert count == 30
     assert job is not None and job["status"] == "succeeded" and job["progress_done"] == len(items)
     assert totals == {"created": 30, "duplicates": 1}
+
+
+def test_bulk_memories_are_queryable_at_once_and_merge_into_the_index(db, engine, tenant):
+    near = ["Ferry to Harwich departs at 07:15 from pier 2", "Ferry to Harwich departs at 07:15 from pier two"]
+    items = [{"content": c} for c in near] + [{"content": f"Container {i} cleared customs"} for i in range(40)]
+    with db.session() as s:
+        job_id, _ = job_store.create_job(
+            s, user_id=tenant, kind="batch", total=len(items), params={}, idempotency_key=None
+        )
+        job_store.add_chunks(s, job_id, [job_store.ChunkSpec(0, "semantic", items)])
+    with db.session() as s:
+        engine.store_chunk(s, job_id, 0)
+    with db.session() as s:
+        fresh = s.execute(
+            text("SELECT count(*) FROM memory_vectors WHERE user_id = :u AND NOT indexed"), {"u": tenant}
+        ).scalar_one()
+    assert fresh >= len(items)  # landed in the fresh tier, not yet in HNSW
+    before = query(db, engine, tenant, "ferry Harwich pier")
+    assert before.matches[0][1]["content"] in near
+    assert before.matches[0][0].dense_rank is not None  # found by the exact scan of the fresh tier
+
+    while True:
+        with db.session() as s:
+            moved, _ = engine.merge_fresh(s, limit=7)  # small batches: several rounds
+        if moved == 0:
+            break
+    with db.session() as s:
+        left = s.execute(
+            text("SELECT count(*) FROM memory_vectors WHERE user_id = :u AND NOT indexed"), {"u": tenant}
+        ).scalar_one()
+        links = s.execute(text("SELECT count(*) FROM waypoints WHERE user_id = :u"), {"u": tenant}).scalar_one()
+    assert left == 0
+    assert links >= 1  # the two ferry notes linked when they settled
+    after = query(db, engine, tenant, "ferry Harwich pier")
+    assert after.matches[0][1]["content"] in near and after.matches[0][0].dense_rank is not None

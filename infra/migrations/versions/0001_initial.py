@@ -96,7 +96,9 @@ def upgrade() -> None:
 
     # Vectors live apart from the memory row, so salience/decay updates never touch a vector index.
     # `embedding` has no fixed dimension: each partition carries one partial HNSW index per dimension
-    # in use (`WHERE dim = N` over `embedding::vector(N)`), so compressed rungs stay indexable.
+    # in use (`WHERE dim = N AND indexed` over `embedding::vector(N)`), so compressed rungs stay indexable.
+    # Bulk writes land with indexed = false (the "fresh" tier: COPY speed, searched exactly through the
+    # partial user_id index) and a background merge flips them into the HNSW index.
     op.execute(
         """
         CREATE TABLE memory_vectors (
@@ -105,6 +107,7 @@ def upgrade() -> None:
             user_id text NOT NULL,
             dim smallint NOT NULL,
             model text NOT NULL,
+            indexed boolean NOT NULL DEFAULT false,
             embedding vector NOT NULL,
             created_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (sector, memory_id)
@@ -115,6 +118,10 @@ def upgrade() -> None:
         op.execute(f"CREATE TABLE memory_vectors_{sector} PARTITION OF memory_vectors FOR VALUES IN ('{sector}')")
         op.execute(f"CREATE INDEX memory_vectors_{sector}_memory ON memory_vectors_{sector} (memory_id)")
         op.execute(f"CREATE INDEX memory_vectors_{sector}_user ON memory_vectors_{sector} (user_id)")
+        op.execute(
+            f"CREATE INDEX memory_vectors_{sector}_fresh ON memory_vectors_{sector} (user_id, created_at) "
+            "WHERE NOT indexed"
+        )
         op.execute(create_vector_index_sql(sector, settings.vector_dim, settings.hnsw_m, settings.hnsw_ef_construction))
 
     op.execute(
