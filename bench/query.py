@@ -40,7 +40,7 @@ def load(database_url: str, texts: list[str], batch: int = 2_000) -> float:
             engine.store(session, engine.prepare(items, USER), settle=False)
     while True:  # the background merge, run to completion here so the index is settled
         with db.session() as session:
-            merged, _ = engine.merge_fresh(session, limit=settings.merge_batch_size)
+            merged, _ = engine.merge_fresh(session, limit=settings.merge_batch_size, analyze=True)
         if not merged:
             break
     db.dispose()
@@ -68,7 +68,7 @@ def baseline(database_url: str, qs: list[str], k: int) -> list[float]:
             vector = Vector(np.asarray(embedder.embed([q])[0], dtype=np.float32))
             started = time.perf_counter()
             conn.execute(
-                f"SELECT memory_id FROM memory_vectors WHERE sector = 'semantic' AND dim = {dim} "
+                f"SELECT memory_id FROM memory_vectors WHERE sector = 'semantic' AND dim = {dim} AND indexed "
                 f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
                 (vector, k * 4),
             ).fetchall()

@@ -88,6 +88,13 @@ class Settings(BaseSettings):
     recency_decay_per_day: float = Field(default=0.05, ge=0.0)
     waypoint_hop_decay: float = Field(default=0.5, ge=0.0, le=1.0)
     text_search_config: str = "english"
+    # BM25 over the tsvector with per-tenant document frequencies (k1, b: the usual Lucene defaults)
+    bm25_k1: float = Field(default=1.2, ge=0.0)
+    bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
+    # A term in more than this share of a tenant's memories (and more than common_min_df of them) only
+    # scores candidates, it does not select them (Elasticsearch's common-terms cutoff).
+    lexical_common_ratio: float = Field(default=0.05, gt=0.0, le=1.0)
+    lexical_common_min_df: int = Field(default=500, ge=0)
 
     # Waypoints (architecture seed)
     waypoint_threshold: float = Field(default=0.75, ge=0.0, le=1.0)

@@ -49,6 +49,13 @@ class MemoryEngine:
     def __init__(self, settings: Settings, embedder: EmbeddingProvider) -> None:
         self.settings = settings
         self.embedder = embedder
+        self.lexical = store.LexicalParams(
+            config=settings.text_search_config,
+            k1=settings.bm25_k1,
+            b=settings.bm25_b,
+            common_ratio=settings.lexical_common_ratio,
+            common_min_df=settings.lexical_common_min_df,
+        )
 
     # Validation ---------------------------------------------------------------------------------------
 
@@ -116,10 +123,12 @@ class MemoryEngine:
             for memory, ref in zip(memories, refs, strict=True):
                 if ref.created:
                     by_sector[memory.primary_sector].append(ref.id)
-            self._link(session, by_sector)
+            self._settle(session, by_sector)
         return refs
 
-    def _link(self, session: Session, by_sector: dict[str, list[uuid.UUID]]) -> int:
+    def _settle(self, session: Session, by_sector: dict[str, list[uuid.UUID]]) -> int:
+        """Count the memories' terms for BM25 and link each to its best match; returns links made."""
+        store.count_terms(session, [i for ids in by_sector.values() for i in ids], sign=1)
         return sum(
             store.link_to_best_match(
                 session, ids, sector, dim=self.embedder.dim, threshold=self.settings.waypoint_threshold
@@ -136,7 +145,7 @@ class MemoryEngine:
         moved, merged = store.merge_fresh_vectors(session, limit=limit)
         if analyze and merged:
             store.analyze_vectors(session, merged)
-        return moved, self._link(session, merged)
+        return moved, self._settle(session, merged)
 
     def add(self, session: Session, user_id: str, item: MemoryCreate) -> tuple[dict[str, Any], bool]:
         """Store one memory now; returns (memory, deduplicated)."""
@@ -159,7 +168,9 @@ class MemoryEngine:
             owner = store.content_hash_owner(session, user_id, prepared.content_hash)
             if owner is not None and owner != memory_id:
                 raise Conflict(f"another memory ({owner}) already has this content", details={"id": str(owner)})
+            store.count_terms(session, store.settled_ids(session, [memory_id]), sign=-1)
             store.replace_content(session, user_id, memory_id, prepared, model=self.embedder.model)
+            store.count_terms(session, [memory_id], sign=1)
         if patch.get("tags") is not None or patch.get("metadata") is not None:
             self.validate_item(
                 MemoryCreate(content="x", tags=patch.get("tags") or [], metadata=patch.get("metadata") or {}),
@@ -169,6 +180,13 @@ class MemoryEngine:
         updated = store.get_memory(session, user_id, memory_id)
         assert updated is not None
         return updated
+
+    def delete(self, session: Session, user_id: str, memory_id: uuid.UUID) -> bool:
+        """Delete a memory (vectors and waypoints cascade) and take it out of the BM25 statistics."""
+        if store.get_memory(session, user_id, memory_id) is None:
+            return False
+        store.count_terms(session, store.settled_ids(session, [memory_id]), sign=-1)
+        return store.delete_memory(session, user_id, memory_id)
 
     def store_chunk(self, session: Session, job_id: uuid.UUID, seq: int) -> str | None:
         """Process one chunk of a batch job exactly once; returns the job status, or None if nothing to do."""
@@ -223,9 +241,7 @@ class MemoryEngine:
         )
         pool = k * s.candidate_multiplier
         query_vector = self.embedder.embed([normalize_content(query)])[0]
-        lexical = store.lexical_candidates(
-            session, user_id, query, limit=pool, where=where, config=s.text_search_config
-        )
+        lexical = store.lexical_candidates(session, user_id, query, limit=pool, where=where, params=self.lexical)
         dense = store.dense_candidates(
             session,
             user_id,

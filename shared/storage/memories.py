@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -412,24 +413,134 @@ def sector_stats(session: Session, user_id: str | None) -> list[dict[str, Any]]:
 # Read path candidates -------------------------------------------------------------------------------
 
 
+def count_terms(session: Session, memory_ids: Sequence[uuid.UUID], *, sign: int) -> None:
+    """Add (+1) or remove (-1) memories from their tenant's BM25 statistics: document frequency per
+    lexeme, document count and total length. Call exactly once per memory settling or leaving."""
+    if not memory_ids:
+        return
+    params = {"ids": [str(i) for i in memory_ids], "sign": sign}
+    session.execute(
+        text(
+            """
+            INSERT INTO term_stats (user_id, lexeme, df)
+            SELECT m.user_id, t.lexeme, count(*) * :sign
+            FROM memories m, unnest(m.search) AS t
+            WHERE m.id = ANY(CAST(:ids AS uuid[]))
+            GROUP BY m.user_id, t.lexeme
+            ORDER BY m.user_id, t.lexeme
+            ON CONFLICT (user_id, lexeme) DO UPDATE SET df = term_stats.df + excluded.df
+            """
+        ),
+        params,
+    )
+    session.execute(
+        text(
+            """
+            INSERT INTO tenant_stats (user_id, documents, total_length)
+            SELECT user_id, count(*) * :sign, sum(length(search)) * :sign
+            FROM memories WHERE id = ANY(CAST(:ids AS uuid[]))
+            GROUP BY user_id
+            ON CONFLICT (user_id) DO UPDATE SET documents = tenant_stats.documents + excluded.documents,
+                total_length = tenant_stats.total_length + excluded.total_length
+            """
+        ),
+        params,
+    )
+
+
+def settled_ids(session: Session, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Those memories whose primary-sector vector is in the index (their terms are counted)."""
+    if not memory_ids:
+        return []
+    rows = session.execute(
+        text(
+            "SELECT m.id FROM memories m JOIN memory_vectors v ON v.memory_id = m.id AND v.sector = m.primary_sector "
+            "WHERE m.id = ANY(CAST(:ids AS uuid[])) AND v.indexed"
+        ),
+        {"ids": [str(i) for i in memory_ids]},
+    ).all()
+    return [r.id for r in rows]
+
+
+@dataclass(frozen=True)
+class LexicalParams:
+    config: str
+    k1: float
+    b: float
+    common_ratio: float
+    common_min_df: int
+
+
+def _tsquery_literal(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 def lexical_candidates(
-    session: Session, user_id: str, query: str, *, limit: int, where: MemoryFilter, config: str
+    session: Session, user_id: str, query: str, *, limit: int, where: MemoryFilter, params: LexicalParams
 ) -> list[tuple[uuid.UUID, float]]:
-    """Full-text candidates (any query term may match), best first, with their rank score."""
-    clause, params = where.sql("m")
+    """Full-text candidates scored like BM25 with the tenant's document frequencies, best first.
+
+    Lucene's IDF, ln(1 + (N - df + 0.5) / (df + 0.5)), stays positive on tiny stores (no small-corpus
+    collapse); a term counts once per memory (memories are short), normalised by the memory's length.
+    Only rare terms select candidates (Elasticsearch's common-terms cutoff), so a query with a word in
+    half the store does not rank half the store; every query term still adds to the score.
+    """
+    lexemes = (
+        session.execute(
+            text("SELECT DISTINCT lexeme FROM unnest(to_tsvector(CAST(:config AS regconfig), :query)) ORDER BY 1"),
+            {"config": params.config, "query": query},
+        )
+        .scalars()
+        .all()
+    )
+    if not lexemes:
+        return []
+    stats = session.execute(
+        text("SELECT lexeme, df FROM term_stats WHERE user_id = :user_id AND lexeme = ANY(CAST(:lexemes AS text[]))"),
+        {"user_id": user_id, "lexemes": list(lexemes)},
+    ).all()
+    df = {r.lexeme: max(int(r.df), 0) for r in stats}
+    tenant = session.execute(
+        text("SELECT documents, total_length FROM tenant_stats WHERE user_id = :user_id"), {"user_id": user_id}
+    ).first()
+    documents = max(int(tenant.documents), 0) if tenant else 0
+    avg_length = (int(tenant.total_length) / documents) if tenant and documents else 1.0
+    n = max(documents, 1)
+    idf = {t: math.log(1 + (n - min(df.get(t, 0), n) + 0.5) / (df.get(t, 0) + 0.5)) for t in lexemes}
+    common_df = max(params.common_ratio * documents, params.common_min_df)
+    rare = [t for t in lexemes if df.get(t, 0) <= common_df]
+    selector = (
+        " | ".join(_tsquery_literal(t) for t in rare) if rare else " & ".join(_tsquery_literal(t) for t in lexemes)
+    )
+
+    clause, filter_params = where.sql("m")
+    term_sql = " + ".join(
+        f"CASE WHEN m.search @@ CAST(:t{i} AS tsquery) THEN :idf{i} ELSE 0 END" for i in range(len(lexemes))
+    )
+    bind: dict[str, Any] = {f"t{i}": _tsquery_literal(t) for i, t in enumerate(lexemes)}
+    bind |= {f"idf{i}": idf[t] for i, t in enumerate(lexemes)}
     rows = session.execute(
         text(
             f"""
-            SELECT m.id, ts_rank_cd(m.search, q, 32) AS score
-            FROM memories m,
-                 CAST(replace(CAST(plainto_tsquery(CAST(:config AS regconfig), :query) AS text), ' & ', ' | ')
-                      AS tsquery) AS q
-            WHERE m.user_id = :user_id AND m.search @@ q{clause}
+            SELECT m.id,
+                   ({term_sql}) * (:k1 + 1)
+                   / (1 + :k1 * (1 - :b + :b * length(m.search) / CAST(:avg_length AS double precision))) AS score
+            FROM memories m
+            WHERE m.user_id = :user_id AND m.search @@ CAST(:selector AS tsquery){clause}
             ORDER BY score DESC, m.id
             LIMIT :limit
             """
         ),
-        params | {"user_id": user_id, "query": query, "limit": limit, "config": config},
+        bind
+        | filter_params
+        | {
+            "user_id": user_id,
+            "selector": selector,
+            "limit": limit,
+            "k1": params.k1,
+            "b": params.b,
+            "avg_length": max(avg_length, 1.0),
+        },
     ).all()
     return [(r.id, float(r.score)) for r in rows]
 

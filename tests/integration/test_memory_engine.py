@@ -256,3 +256,74 @@ def test_bulk_memories_are_queryable_at_once_and_merge_into_the_index(db, engine
     assert links >= 1  # the two ferry notes linked when they settled
     after = query(db, engine, tenant, "ferry Harwich pier")
     assert after.matches[0][1]["content"] in near and after.matches[0][0].dense_rank is not None
+
+
+def _term_df(db, tenant, lexeme):
+    with db.session() as s:
+        return s.execute(
+            text("SELECT df FROM term_stats WHERE user_id = :u AND lexeme = :l"), {"u": tenant, "l": lexeme}
+        ).scalar_one_or_none()
+
+
+def _documents(db, tenant):
+    with db.session() as s:
+        return s.execute(text("SELECT documents FROM tenant_stats WHERE user_id = :u"), {"u": tenant}).scalar_one()
+
+
+def test_bm25_statistics_follow_add_update_and_delete(db, engine, tenant):
+    a, _ = add(db, engine, tenant, "Zanzibar spice market opens early")
+    b, _ = add(db, engine, tenant, "The spice rack needs cumin")
+    assert _term_df(db, tenant, "spice") == 2 and _term_df(db, tenant, "zanzibar") == 1
+    assert _documents(db, tenant) == 2
+    with db.session() as s:
+        engine.update(s, tenant, a["id"], {"content": "Harbour market opens early"})
+    assert _term_df(db, tenant, "spice") == 1 and _term_df(db, tenant, "zanzibar") == 0
+    assert _term_df(db, tenant, "harbour") == 1
+    with db.session() as s:
+        assert engine.delete(s, tenant, b["id"])
+    assert _term_df(db, tenant, "spice") == 0 and _documents(db, tenant) == 1
+
+
+def test_bulk_memories_are_counted_once_when_they_settle(db, engine, tenant):
+    items = [{"content": f"Lighthouse keeper log entry {i}"} for i in range(12)]
+    with db.session() as s:
+        job_id, _ = job_store.create_job(s, user_id=tenant, kind="batch", total=12, params={}, idempotency_key=None)
+        job_store.add_chunks(s, job_id, [job_store.ChunkSpec(0, "semantic", items)])
+    with db.session() as s:
+        engine.store_chunk(s, job_id, 0)
+    assert _term_df(db, tenant, "lighthous") is None  # fresh: not counted yet, still found by the rare-term path
+    assert query(db, engine, tenant, "lighthouse keeper").matches
+    for _ in range(3):  # merging again finds nothing left to count
+        with db.session() as s:
+            engine.merge_fresh(s, limit=100_000)
+    assert _term_df(db, tenant, "lighthous") == 12 and _documents(db, tenant) == 12
+
+
+def test_a_rare_word_outranks_a_common_one(db, engine, tenant):
+    for i in range(30):
+        add(db, engine, tenant, f"Coffee order number {i} was delivered")
+    rare, _ = add(db, engine, tenant, "Meeting with the Zanzibar delegation")
+    with db.session() as s:
+        hits = store.lexical_candidates(
+            s, tenant, "coffee zanzibar", limit=5, where=store.MemoryFilter(), params=engine.lexical
+        )
+    assert hits[0][0] == rare["id"]
+    assert hits[0][1] > hits[1][1] > 0
+
+
+def test_common_terms_select_nothing_alone_but_still_score(db, engine, tenant, settings):
+    strict = MemoryEngine(
+        settings.model_copy(update={"lexical_common_ratio": 0.2, "lexical_common_min_df": 0}), engine.embedder
+    )
+    for i in range(10):
+        add(db, engine, tenant, f"Weekly report {i} filed")
+    odd, _ = add(db, engine, tenant, "Weekly report about the volcano filed")
+    with db.session() as s:
+        both = store.lexical_candidates(
+            s, tenant, "weekly volcano", limit=20, where=store.MemoryFilter(), params=strict.lexical
+        )
+        only_common = store.lexical_candidates(
+            s, tenant, "weekly report", limit=20, where=store.MemoryFilter(), params=strict.lexical
+        )
+    assert [i for i, _ in both] == [odd["id"]]  # "weekly" is common: only the rare term selects
+    assert len(only_common) == 11  # all terms common: they must all match (AND), nothing is lost

@@ -124,6 +124,28 @@ def upgrade() -> None:
         )
         op.execute(create_vector_index_sql(sector, settings.vector_dim, settings.hnsw_m, settings.hnsw_ef_construction))
 
+    # Per-tenant term statistics for BM25 (document frequency, corpus size, total length), counted when a
+    # memory settles (single add, or the fresh-tier merge) so bulk writers never contend on hot terms.
+    op.execute(
+        """
+        CREATE TABLE term_stats (
+            user_id text NOT NULL,
+            lexeme text NOT NULL,
+            df integer NOT NULL,
+            PRIMARY KEY (user_id, lexeme)
+        )
+        """
+    )
+    op.execute(
+        """
+        CREATE TABLE tenant_stats (
+            user_id text PRIMARY KEY,
+            documents bigint NOT NULL,
+            total_length bigint NOT NULL
+        )
+        """
+    )
+
     op.execute(
         """
         CREATE TABLE waypoints (
@@ -225,6 +247,8 @@ def downgrade() -> None:
         "job_chunks",
         "jobs",
         "waypoints",
+        "tenant_stats",
+        "term_stats",
         "memory_vectors",
         "memories",
         "documents",

@@ -210,7 +210,7 @@ def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, pri
 def delete_memory(memory_id: uuid.UUID, state: StateDep, principal: PrincipalDep, user_id: str | None = None):
     tenant = principal.tenant(user_id)
     with state.db.session() as session:
-        deleted = store.delete_memory(session, tenant, memory_id)
+        deleted = state.engine.delete(session, tenant, memory_id)
     if not deleted:
         raise NotFound(f"memory {memory_id} not found for user_id {tenant!r}")
     return {"ok": True, "id": str(memory_id)}
