@@ -159,7 +159,7 @@ class Settings(BaseSettings):
     job_max_attempts: int = Field(default=5, ge=1)
     job_stall_seconds: int = Field(default=300, ge=5)
     sweep_interval_seconds: float = Field(default=60.0, gt=0)
-    broker_visibility_timeout: int = Field(default=3600, ge=60)
+    broker_visibility_timeout: int = Field(default=3600, ge=1)
     worker_concurrency: int = Field(default=2, ge=1)
 
     @field_validator("api_keys", mode="before")

@@ -92,15 +92,14 @@ def tenant() -> str:
 
 
 def service_env(servers: dict[str, str], **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=servers["database_url"],
-        REDIS_URL=servers["redis_url"],
-        MNEMOFLOW_ENVIRONMENT="test",
-        PYTHONUNBUFFERED="1",
+    return {
+        **os.environ,
+        "DATABASE_URL": servers["database_url"],
+        "REDIS_URL": servers["redis_url"],
+        "MNEMOFLOW_ENVIRONMENT": "test",
+        "PYTHONUNBUFFERED": "1",
         **extra,
-    )
-    return env
+    }
 
 
 @contextlib.contextmanager

@@ -1,0 +1,120 @@
+"""Real `celery worker` processes on a real broker: lost messages, killed workers, an external Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+import uuid
+
+import psutil
+import pytest
+from sqlalchemy import text
+
+from shared.queueing import make_celery
+from shared.storage import jobs as job_store
+from shared.tasks import TaskName, embed_queue
+from tests.conftest import running, service_env, wait_for_worker, worker_args
+
+pytestmark = pytest.mark.integration
+
+
+def make_job(db, tenant, items, sector="semantic"):
+    with db.session() as s:
+        job_id, _ = job_store.create_job(
+            s, user_id=tenant, kind="batch", total=len(items), params={}, idempotency_key=None
+        )
+        job_store.add_chunks(s, job_id, [job_store.ChunkSpec(0, sector, items)])
+    return job_id
+
+
+def job_state(db, job_id):
+    with db.session() as s:
+        return job_store.get_job(s, job_id)
+
+
+def wait_until(predicate, timeout=90.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not reached in time")
+
+
+def memory_count(db, tenant):
+    with db.session() as s:
+        return s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
+
+
+def test_sweeper_resends_a_chunk_whose_message_was_lost(db, settings, worker, tenant):
+    job_id = make_job(db, tenant, [{"content": f"Orphaned note {i}"} for i in range(20)])
+    with db.session() as s:  # the gateway committed, then the broker lost the message long ago
+        s.execute(
+            text("UPDATE job_chunks SET enqueued_at = now() - interval '1 hour' WHERE job_id = :j"), {"j": job_id}
+        )
+    app = make_celery(settings, "tests.sweeper")
+    try:
+        app.send_task(TaskName.SWEEP_JOBS)
+        wait_until(lambda: job_state(db, job_id)["status"] == "succeeded")
+    finally:
+        app.close()
+    assert memory_count(db, tenant) == 20
+
+
+def test_a_worker_killed_mid_chunk_loses_and_duplicates_nothing(db, settings, worker, tenant):
+    items = [{"content": f"Telemetry sample {i} from sensor {i % 97} at dawn"} for i in range(4000)]
+    job_id = make_job(db, tenant, items)
+    app = make_celery(settings, "tests.kill")
+    try:
+        app.send_task(TaskName.STORE_CHUNK, kwargs={"job_id": str(job_id), "seq": 0}, queue=embed_queue("semantic"))
+        wait_until(lambda: job_state(db, job_id)["attempts"] >= 1, interval=0.02)
+        time.sleep(0.3)  # inside the chunk's transaction: embedding and inserting 4,000 memories
+        children = psutil.Process(worker.pid).children(recursive=True)
+        assert children, "prefork worker has pool processes"
+        for child in children:
+            os.kill(child.pid, signal.SIGKILL)
+        job = wait_until(lambda: (j := job_state(db, job_id))["status"] in ("succeeded", "failed") and j, timeout=120)
+    finally:
+        app.close()
+    assert job["status"] == "succeeded", job
+    assert job["attempts"] >= 2  # the killed attempt counted, the redelivery finished the work
+    assert memory_count(db, tenant) == 4000
+    with db.session() as s:
+        vectors = s.execute(
+            text("SELECT count(DISTINCT memory_id) FROM memory_vectors WHERE user_id = :u"), {"u": tenant}
+        ).scalar_one()
+    assert vectors == 4000
+
+
+def _system_redis() -> str | None:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            if sock.recv(16).startswith(b"+PONG"):
+                return "redis://127.0.0.1:6379/14"
+    except OSError:
+        return None
+    return None
+
+
+@pytest.mark.skipif(_system_redis() is None, reason="no Redis server on 127.0.0.1:6379 (a fresh machine has none)")
+def test_an_external_redis_server_carries_the_queues(db, servers, settings, tenant, tmp_path):
+    redis_url = _system_redis()
+    assert redis_url is not None
+    external = settings.model_copy(update={"redis_url": redis_url})
+    name = f"external-{uuid.uuid4().hex[:6]}"
+    env = service_env(servers, REDIS_URL=redis_url)
+    log_path = tmp_path / "worker.log"
+    with running(worker_args(name, concurrency=1), env, log_path) as proc:
+        wait_for_worker(external, name, proc, log_path)
+        job_id = make_job(db, tenant, [{"content": f"Carried by system Redis {i}"} for i in range(10)])
+        app = make_celery(external, "tests.external")
+        try:
+            app.send_task(TaskName.STORE_CHUNK, kwargs={"job_id": str(job_id), "seq": 0}, queue=embed_queue("semantic"))
+            wait_until(lambda: job_state(db, job_id)["status"] == "succeeded")
+        finally:
+            app.close()
+    assert memory_count(db, tenant) == 10
