@@ -64,21 +64,30 @@ def test_sweeper_resends_a_chunk_whose_message_was_lost(db, settings, worker, te
     assert memory_count(db, tenant) == 20
 
 
-def test_a_worker_killed_mid_chunk_loses_and_duplicates_nothing(db, settings, worker, tenant):
+def test_a_worker_killed_mid_chunk_loses_and_duplicates_nothing(db, servers, settings, tenant, tmp_path):
+    # A worker of its own on a broker database of its own: killing pool processes must not disturb others.
+    broker = servers["redis_url"].rsplit("/", 1)[0] + "/7"
+    isolated = settings.model_copy(update={"redis_url": broker})
+    name = f"killme-{uuid.uuid4().hex[:6]}"
+    log_path = tmp_path / "worker.log"
     items = [{"content": f"Telemetry sample {i} from sensor {i % 97} at dawn"} for i in range(4000)]
     job_id = make_job(db, tenant, items)
-    app = make_celery(settings, "tests.kill")
-    try:
-        app.send_task(TaskName.STORE_CHUNK, kwargs={"job_id": str(job_id), "seq": 0}, queue=embed_queue("semantic"))
-        wait_until(lambda: job_state(db, job_id)["attempts"] >= 1, interval=0.02)
-        time.sleep(0.3)  # inside the chunk's transaction: embedding and inserting 4,000 memories
-        children = psutil.Process(worker.pid).children(recursive=True)
-        assert children, "prefork worker has pool processes"
-        for child in children:
-            os.kill(child.pid, signal.SIGKILL)
-        job = wait_until(lambda: (j := job_state(db, job_id))["status"] in ("succeeded", "failed") and j, timeout=120)
-    finally:
-        app.close()
+    with running(worker_args(name, concurrency=1), service_env(servers, REDIS_URL=broker), log_path) as proc:
+        wait_for_worker(isolated, name, proc, log_path)
+        app = make_celery(isolated, "tests.kill")
+        try:
+            app.send_task(TaskName.STORE_CHUNK, kwargs={"job_id": str(job_id), "seq": 0}, queue=embed_queue("semantic"))
+            wait_until(lambda: job_state(db, job_id)["attempts"] >= 1, interval=0.02)
+            time.sleep(0.3)  # inside the chunk's transaction: embedding and inserting 4,000 memories
+            children = psutil.Process(proc.pid).children(recursive=True)
+            assert children, "a prefork worker has pool processes"
+            for child in children:
+                os.kill(child.pid, signal.SIGKILL)
+            job = wait_until(
+                lambda: (j := job_state(db, job_id))["status"] in ("succeeded", "failed") and j, timeout=120
+            )
+        finally:
+            app.close()
     assert job["status"] == "succeeded", job
     assert job["attempts"] >= 2  # the killed attempt counted, the redelivery finished the work
     assert memory_count(db, tenant) == 4000
