@@ -13,16 +13,23 @@ T = TypeVar("T", bound=Hashable)
 
 
 def rrf_fuse(rankings: Sequence[Sequence[T]], k: int = 60) -> dict[T, float]:
-    """Reciprocal Rank Fusion (Cormack et al. 2009): sum of 1/(k + rank) over the lists an id appears in."""
+    """Reciprocal Rank Fusion (Cormack et al. 2009): each id scores the sum of 1/(k + rank) over the lists."""
+    if k < 0:
+        raise ValueError(f"k must be non-negative, got {k}")
     scores: dict[T, float] = {}
     for ranking in rankings:
+        seen: set[T] = set()
         for rank, item in enumerate(ranking, start=1):
+            # A ranker listing an id twice (several chunks of one memory) counts only its best rank.
+            if item in seen:
+                continue
+            seen.add(item)
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
     return scores
 
 
 def recency_score(days_since_seen: float, decay_per_day: float = 0.05) -> float:
-    """OpenMem: exp(-0.05 × days) — about 0.95 after a day, 0.22 after a month."""
+    """OpenMem's exp(-decay × days): about 0.95 after a day, 0.22 after a month; 1.0 for the future."""
     return math.exp(-decay_per_day * max(days_since_seen, 0.0))
 
 
@@ -45,13 +52,14 @@ class ScoreComponents:
 
 
 def composite_score(c: ScoreComponents, w: ScoreWeights) -> float:
+    """The weighted sum of the four components."""
     return w.similarity * c.similarity + w.salience * c.salience + w.recency * c.recency + w.waypoint * c.waypoint
 
 
 def cosine_similarity(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Cosine of two vectors; 0.0 when either is all zeros."""
     va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
-    if na == 0.0 or nb == 0.0:
+    norm_a, norm_b = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
+    if norm_a == 0.0 or norm_b == 0.0:
         return 0.0
-    return float(np.dot(va, vb) / (na * nb))
+    return float(np.dot(va, vb) / (norm_a * norm_b))

@@ -20,12 +20,14 @@ class EmbeddingProvider(Protocol):
 
 
 def normalize_rows(matrix: np.ndarray) -> np.ndarray:
-    """Scale each row to unit length; all-zero rows stay zero."""
+    """Each row scaled to unit length, as float32; all-zero rows stay zero."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
 
 def mean_vector(vectors: np.ndarray) -> np.ndarray:
-    """The re-normalised mean of the rows (OpenMemory's mean vector over a memory's sector vectors)."""
-    mean = np.asarray(vectors, dtype=np.float32).mean(axis=0, keepdims=True)
-    return normalize_rows(mean)[0]
+    """The re-normalised mean of the rows (OpenMemory's mean vector); zero if they cancel out."""
+    rows = np.atleast_2d(np.asarray(vectors, dtype=np.float64))
+    if rows.shape[0] == 0:
+        raise ValueError("mean_vector needs at least one vector")
+    return normalize_rows(rows.mean(axis=0, keepdims=True))[0]

@@ -1,14 +1,14 @@
-"""Deterministic hash embeddings: no model, same vector on every machine, words overlap → vectors overlap.
+"""Deterministic hash embeddings: no model, same vector on every machine, shared words → similar vectors.
 
 Feature hashing with a sign bit over lower-cased words (weight 1), word bigrams (0.5) and the
-character trigrams of each word (0.25, so "running" and "runner" share features), sublinear tf.
+character trigrams of each word (0.25, so "running" and "runner" share features), with sublinear
+tf (1 + log tf) and L2 normalisation.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -18,31 +18,36 @@ import numpy as np
 
 from shared.embedding.base import normalize_rows
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"\w+")
 WORD_WEIGHT, BIGRAM_WEIGHT, TRIGRAM_WEIGHT = 1.0, 0.5, 0.25
+_SIGN_BIT = np.uint64(63)
 
 
-@lru_cache(maxsize=500_000)
-def _slot(feature: str, dim: int) -> tuple[int, float]:
-    """A feature's column and sign, from a stable hash (never Python's salted hash())."""
-    value = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
-    return value % dim, 1.0 if value >> 63 else -1.0
+@lru_cache(maxsize=1 << 18)
+def feature_hash(feature: str) -> int:
+    """A stable 64-bit hash (never Python's per-process salted hash()): low bits pick the column, the top the sign."""
+    return int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
 
 
-def _features(text: str) -> Counter[str]:
+@lru_cache(maxsize=1 << 16)
+def _word_hashes(word: str) -> tuple[int, tuple[int, ...]]:
+    """The hash of the word itself and of each character trigram of `<word>`."""
+    padded = f"<{word}>"
+    trigrams = tuple(feature_hash("c:" + padded[i : i + 3]) for i in range(len(padded) - 2))
+    return feature_hash("w:" + word), trigrams
+
+
+def _weighted_counts(text: str) -> list[tuple[Counter[int], float]]:
+    """Feature-hash counts of each kind, with the kind's weight."""
     words = _WORD.findall(text.lower())
-    weights: Counter[str] = Counter()
+    word_counts: Counter[int] = Counter()
+    trigram_counts: Counter[int] = Counter()
     for word in words:
-        weights["w:" + word] += 1
-        padded = f"<{word}>"
-        for i in range(len(padded) - 2):
-            weights["c:" + padded[i : i + 3]] += 1
-    for left, right in itertools.pairwise(words):
-        weights[f"b:{left} {right}"] += 1
-    return weights
-
-
-_KIND_WEIGHT = {"w": WORD_WEIGHT, "b": BIGRAM_WEIGHT, "c": TRIGRAM_WEIGHT}
+        word_hash, trigram_hashes = _word_hashes(word)
+        word_counts[word_hash] += 1
+        trigram_counts.update(trigram_hashes)
+    bigram_counts = Counter(feature_hash(f"b:{left} {right}") for left, right in itertools.pairwise(words))
+    return [(word_counts, WORD_WEIGHT), (bigram_counts, BIGRAM_WEIGHT), (trigram_counts, TRIGRAM_WEIGHT)]
 
 
 class SyntheticEmbedder:
@@ -53,19 +58,29 @@ class SyntheticEmbedder:
 
     def __init__(self, dim: int = 384) -> None:
         if dim < 8:
-            raise ValueError("dimension must be at least 8")
+            raise ValueError(f"dimension must be at least 8, got {dim}")
         self.dim = dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        matrix = np.zeros((len(texts), self.dim), dtype=np.float64)
+        """One unit-length float32 row per text."""
+        rows: list[int] = []
+        hashes: list[int] = []
+        counts: list[int] = []
+        weights: list[float] = []
         for row, text in enumerate(texts):
-            features = _features(text)
-            if not features:
-                # A featureless text (empty, punctuation) still gets a stable non-zero vector.
-                column, sign = _slot("empty:" + text, self.dim)
-                matrix[row, column] = sign
-                continue
-            for feature, count in features.items():
-                column, sign = _slot(feature, self.dim)
-                matrix[row, column] += sign * _KIND_WEIGHT[feature[0]] * (1.0 + math.log(count))
+            for counter, weight in _weighted_counts(text):
+                rows.extend(itertools.repeat(row, len(counter)))
+                hashes.extend(counter.keys())
+                counts.extend(counter.values())
+                weights.extend(itertools.repeat(weight, len(counter)))
+        hash_array = np.array(hashes, dtype=np.uint64)
+        columns = (hash_array % np.uint64(self.dim)).astype(np.int64)
+        signs = np.where(hash_array >> _SIGN_BIT, 1.0, -1.0)
+        values = signs * np.array(weights) * (1.0 + np.log(np.array(counts, dtype=np.float64)))
+        flat = np.array(rows, dtype=np.int64) * self.dim + columns
+        matrix = np.bincount(flat, weights=values, minlength=len(texts) * self.dim).reshape(len(texts), self.dim)
+        # Featureless text ("", "!!!") or features cancelling out: a fixed unit vector from the text itself.
+        for row in np.flatnonzero(~matrix.any(axis=1)):
+            fallback = feature_hash("empty:" + texts[row])
+            matrix[row, fallback % self.dim] = 1.0 if fallback >> 63 else -1.0
         return normalize_rows(matrix)
