@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime
 from typing import Any, Literal
@@ -13,14 +14,26 @@ from shared.sectors import SECTORS
 UserId = str
 
 
+def _no_nul(value: str, what: str) -> str:
+    # PostgreSQL text and jsonb cannot hold U+0000: refuse it here rather than fail in the database.
+    if "\x00" in value:
+        raise ValueError(f"{what} contains a NUL character (U+0000), which cannot be stored")
+    return value
+
+
 def _clean_tags(tags: list[str]) -> list[str]:
     seen: dict[str, None] = {}
     for tag in tags:
-        tag = tag.strip()
+        tag = _no_nul(tag.strip(), "a tag")
         if not tag:
             raise ValueError("tags must not be empty strings")
         seen.setdefault(tag, None)
     return list(seen)
+
+
+def _clean_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    _no_nul(json.dumps(value), "metadata")
+    return value
 
 
 class MemoryCreate(BaseModel):
@@ -40,12 +53,17 @@ class MemoryCreate(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("content must contain non-whitespace text")
-        return value
+        return _no_nul(value, "content")
 
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: list[str]) -> list[str]:
         return _clean_tags(value)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _clean_metadata(value)
 
 
 class MemoryUpdate(BaseModel):
@@ -58,10 +76,20 @@ class MemoryUpdate(BaseModel):
     metadata: dict[str, Any] | None = None
     user_id: UserId | None = None
 
+    @field_validator("content")
+    @classmethod
+    def _content(cls, value: str | None) -> str | None:
+        return None if value is None else _no_nul(value, "content")
+
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: list[str] | None) -> list[str] | None:
         return None if value is None else _clean_tags(value)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else _clean_metadata(value)
 
 
 class MemoryPublic(BaseModel):
@@ -139,7 +167,7 @@ class QueryRequest(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("query must contain non-whitespace text")
-        return value
+        return _no_nul(value, "query")
 
 
 class MatchTrace(BaseModel):

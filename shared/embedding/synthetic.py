@@ -24,8 +24,8 @@ _SIGN_BIT = np.uint64(63)
 
 
 @lru_cache(maxsize=1 << 18)
-def feature_hash(feature: str) -> int:
-    """A stable 64-bit hash (never Python's per-process salted hash()): low bits pick the column, the top the sign."""
+def _feature_hash(feature: str) -> int:
+    """A stable 64-bit hash (never Python's per-process salted hash()): mod dim is the column, the top bit the sign."""
     return int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
 
 
@@ -33,20 +33,17 @@ def feature_hash(feature: str) -> int:
 def _word_hashes(word: str) -> tuple[int, tuple[int, ...]]:
     """The hash of the word itself and of each character trigram of `<word>`."""
     padded = f"<{word}>"
-    trigrams = tuple(feature_hash("c:" + padded[i : i + 3]) for i in range(len(padded) - 2))
-    return feature_hash("w:" + word), trigrams
+    trigrams = tuple(_feature_hash("c:" + padded[i : i + 3]) for i in range(len(padded) - 2))
+    return _feature_hash("w:" + word), trigrams
 
 
 def _weighted_counts(text: str) -> list[tuple[Counter[int], float]]:
     """Feature-hash counts of each kind, with the kind's weight."""
     words = _WORD.findall(text.lower())
-    word_counts: Counter[int] = Counter()
-    trigram_counts: Counter[int] = Counter()
-    for word in words:
-        word_hash, trigram_hashes = _word_hashes(word)
-        word_counts[word_hash] += 1
-        trigram_counts.update(trigram_hashes)
-    bigram_counts = Counter(feature_hash(f"b:{left} {right}") for left, right in itertools.pairwise(words))
+    per_word = [_word_hashes(word) for word in words]
+    word_counts = Counter(word_hash for word_hash, _ in per_word)
+    trigram_counts = Counter(itertools.chain.from_iterable(trigrams for _, trigrams in per_word))
+    bigram_counts = Counter([_feature_hash(f"b:{left} {right}") for left, right in itertools.pairwise(words)])
     return [(word_counts, WORD_WEIGHT), (bigram_counts, BIGRAM_WEIGHT), (trigram_counts, TRIGRAM_WEIGHT)]
 
 
@@ -80,7 +77,7 @@ class SyntheticEmbedder:
         flat = np.array(rows, dtype=np.int64) * self.dim + columns
         matrix = np.bincount(flat, weights=values, minlength=len(texts) * self.dim).reshape(len(texts), self.dim)
         # Featureless text ("", "!!!") or features cancelling out: a fixed unit vector from the text itself.
-        for row in np.flatnonzero(~matrix.any(axis=1)):
-            fallback = feature_hash("empty:" + texts[row])
-            matrix[row, fallback % self.dim] = 1.0 if fallback >> 63 else -1.0
+        for blank in np.flatnonzero(~matrix.any(axis=1)).tolist():
+            fallback = _feature_hash("empty:" + texts[blank])
+            matrix[blank, fallback % self.dim] = 1.0 if fallback >> 63 else -1.0
         return normalize_rows(matrix)
