@@ -76,8 +76,10 @@ def baseline(database_url: str, qs: list[str], k: int) -> list[float]:
     return samples
 
 
-def over_http(gateway: str, qs: list[str], k: int) -> list[float]:
+def over_http(gateway: str, qs: list[str], k: int) -> tuple[list[float], dict[str, list[float]]]:
+    """Wall-clock latency per query, then the server's per-stage timings from a second (explain) pass."""
     samples = []
+    stages: dict[str, list[float]] = {}
     with httpx.Client(base_url=gateway, timeout=30) as client:
         for q in qs[:20]:  # warm-up
             client.post("/memory/query", json={"query": q, "k": k, "user_id": USER})
@@ -86,7 +88,11 @@ def over_http(gateway: str, qs: list[str], k: int) -> list[float]:
             response = client.post("/memory/query", json={"query": q, "k": k, "user_id": USER})
             samples.append((time.perf_counter() - started) * 1000)
             response.raise_for_status()
-    return samples
+        for q in qs:
+            body = client.post("/memory/query", json={"query": q, "k": k, "user_id": USER, "explain": True}).json()
+            for stage, ms in body["timings_ms"].items():
+                stages.setdefault(stage, []).append(ms)
+    return samples, stages
 
 
 def main() -> None:
@@ -105,8 +111,17 @@ def main() -> None:
             qs = questions(texts, args.queries)
             base = percentiles(baseline(url, qs, args.k))
             with stack(url, srv.redis_url) as gateway:
-                ours = percentiles(over_http(gateway, qs, args.k))
+                samples, stages = over_http(gateway, qs, args.k)
+            ours = percentiles(samples)
             rows.append((size, base, ours, size / load_s))
+            print(
+                "  per stage (server side, ms): "
+                + ", ".join(
+                    f"{stage} p50 {percentiles(v)['p50']:.1f} p95 {percentiles(v)['p95']:.1f}"
+                    for stage, v in stages.items()
+                ),
+                flush=True,
+            )
             print(
                 f"[query] n={size:,}: ours p50 {ours['p50']:.1f} p95 {ours['p95']:.1f} p99 {ours['p99']:.1f} ms | "
                 f"bare HNSW p50 {base['p50']:.1f} p95 {base['p95']:.1f} ms (loaded at {size / load_s:,.0f}/s)",

@@ -41,6 +41,20 @@ class QueryOutcome:
     candidates: int
     reinforce_ids: list[uuid.UUID] = field(default_factory=list)
     traversed: list[tuple[uuid.UUID, uuid.UUID]] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+class _Stopwatch:
+    """Milliseconds spent in each named stage of one request."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.laps[stage] = round((now - self._last) * 1000, 3)
+        self._last = now
 
 
 class MemoryEngine:
@@ -240,8 +254,11 @@ class MemoryEngine:
             end_time=filters.end_time,
         )
         pool = k * s.candidate_multiplier
+        watch = _Stopwatch()
         query_vector = self.embedder.embed([normalize_content(query)])[0]
+        watch.lap("embed")
         lexical = store.lexical_candidates(session, user_id, query, limit=pool, where=where, params=self.lexical)
+        watch.lap("lexical")
         dense = store.dense_candidates(
             session,
             user_id,
@@ -251,16 +268,19 @@ class MemoryEngine:
             where=where,
         )
         dense = [(memory_id, sim) for memory_id, sim in dense if sim >= s.dense_min_similarity]
+        watch.lap("dense")
         seeds = fuse(lexical, dense, rrf_k=s.rrf_k, limit=pool)
         links = store.waypoint_neighbors(session, user_id, list(seeds))
         expanded = expand_one_hop(seeds, links)
         candidates = seeds | expanded
+        watch.lap("fuse_and_expand")
         rows = store.get_memories(session, user_id, list(candidates))
         if where.active:  # linked memories must pass the same filters as direct hits
             candidates = {i: c for i, c in candidates.items() if i in rows and _passes(rows[i], where)}
         missing_cosine = [i for i, c in candidates.items() if c.dense_similarity is None]
         cosines = {i: c.dense_similarity for i, c in candidates.items() if c.dense_similarity is not None}
         cosines |= store.similarities(session, query_vector, missing_cosine)
+        watch.lap("fetch")
         max_lexical = max((score for _, score in lexical), default=0.0)
         weights = ScoreWeights(*s.score_weights)
         scored = []
@@ -286,11 +306,13 @@ class MemoryEngine:
         scored.sort(key=lambda pair: (-pair[0].score, str(pair[0].id)))
         top = scored[:k]
         traversed = [(c.via, c.id) for c, _ in top if c.via is not None]
+        watch.lap("score")
         return QueryOutcome(
             matches=top,
             candidates=len(candidates),
             reinforce_ids=[c.id for c, _ in top],
             traversed=traversed,
+            timings_ms=watch.laps,
         )
 
     def reinforce_hits(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import datetime
 from typing import Any, Literal
@@ -31,8 +30,19 @@ def _clean_tags(tags: list[str]) -> list[str]:
     return list(seen)
 
 
+def _contains_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_contains_nul(v) for v in value)
+    return False
+
+
 def _clean_metadata(value: dict[str, Any]) -> dict[str, Any]:
-    _no_nul(json.dumps(value), "metadata")
+    if _contains_nul(value):
+        raise ValueError("metadata contains a NUL character (U+0000), which cannot be stored")
     return value
 
 
@@ -201,6 +211,7 @@ class QueryResponse(BaseModel):
     query: str
     matches: list[QueryMatch]
     candidates: int = 0
+    timings_ms: dict[str, float] | None = Field(default=None, description="Per-stage time, with explain: true.")
 
 
 class ReinforceRequest(BaseModel):

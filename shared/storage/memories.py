@@ -253,11 +253,13 @@ def get_memory(session: Session, user_id: str, memory_id: uuid.UUID) -> dict[str
 def get_memories(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
     if not memory_ids:
         return {}
+    # Looked up by primary key; the tenant is checked on the rows (a planner choosing the tenant's
+    # (user_id, created_at) index here would walk all of a tenant's memories).
     rows = session.execute(
-        text(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))"),
-        {"ids": [str(i) for i in memory_ids], "user_id": user_id},
+        text(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(CAST(:ids AS uuid[]))"),
+        {"ids": [str(i) for i in memory_ids]},
     ).all()
-    return {r.id: row_to_dict(r) for r in rows}
+    return {r.id: row_to_dict(r) for r in rows if r.user_id == user_id}
 
 
 def list_memories(
@@ -485,26 +487,24 @@ def lexical_candidates(
     Only rare terms select candidates (Elasticsearch's common-terms cutoff), so a query with a word in
     half the store does not rank half the store; every query term still adds to the score.
     """
-    lexemes = (
-        session.execute(
-            text("SELECT DISTINCT lexeme FROM unnest(to_tsvector(CAST(:config AS regconfig), :query)) ORDER BY 1"),
-            {"config": params.config, "query": query},
-        )
-        .scalars()
-        .all()
-    )
-    if not lexemes:
-        return []
-    stats = session.execute(
-        text("SELECT lexeme, df FROM term_stats WHERE user_id = :user_id AND lexeme = ANY(CAST(:lexemes AS text[]))"),
-        {"user_id": user_id, "lexemes": list(lexemes)},
+    rows = session.execute(
+        text(
+            """
+            SELECT q.lexeme, COALESCE(ts.df, 0) AS df, tn.documents, tn.total_length
+            FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector(CAST(:config AS regconfig), :query))) AS q
+            LEFT JOIN term_stats ts ON ts.user_id = :user_id AND ts.lexeme = q.lexeme
+            LEFT JOIN tenant_stats tn ON tn.user_id = :user_id
+            ORDER BY q.lexeme
+            """
+        ),
+        {"config": params.config, "query": query, "user_id": user_id},
     ).all()
-    df = {r.lexeme: max(int(r.df), 0) for r in stats}
-    tenant = session.execute(
-        text("SELECT documents, total_length FROM tenant_stats WHERE user_id = :user_id"), {"user_id": user_id}
-    ).first()
-    documents = max(int(tenant.documents), 0) if tenant else 0
-    avg_length = (int(tenant.total_length) / documents) if tenant and documents else 1.0
+    if not rows:
+        return []
+    lexemes = [r.lexeme for r in rows]
+    df = {r.lexeme: max(int(r.df), 0) for r in rows}
+    documents = max(int(rows[0].documents or 0), 0)
+    avg_length = int(rows[0].total_length or 0) / documents if documents else 1.0
     n = max(documents, 1)
     idf = {t: math.log(1 + (n - min(df.get(t, 0), n) + 0.5) / (df.get(t, 0) + 0.5)) for t in lexemes}
     common_df = max(params.common_ratio * documents, params.common_min_df)

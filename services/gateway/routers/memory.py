@@ -97,7 +97,12 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
                 "traversed": [[str(a), str(b)] for a, b in outcome.traversed],
             },
         )
-    return QueryResponse(query=body.query, matches=matches, candidates=outcome.candidates)
+    return QueryResponse(
+        query=body.query,
+        matches=matches,
+        candidates=outcome.candidates,
+        timings_ms=outcome.timings_ms if body.explain else None,
+    )
 
 
 @router.post("/batch", status_code=status.HTTP_202_ACCEPTED)
