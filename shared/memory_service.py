@@ -270,17 +270,22 @@ class MemoryEngine:
         dense = [(memory_id, sim) for memory_id, sim in dense if sim >= s.dense_min_similarity]
         watch.lap("dense")
         seeds = fuse(lexical, dense, rrf_k=s.rrf_k, limit=pool)
-        links = store.waypoint_neighbors(session, user_id, list(seeds))
-        expanded = expand_one_hop(seeds, links)
-        candidates = seeds | expanded
-        watch.lap("fuse_and_expand")
-        rows = store.get_memories(session, user_id, list(candidates))
+        rows, links = store.fetch_with_links(
+            session,
+            user_id,
+            list(seeds),
+            query_vector,
+            known_cosine=[i for i, c in seeds.items() if c.dense_similarity is not None],
+        )
+        watch.lap("fetch")
+        candidates = seeds | expand_one_hop(seeds, links)
         if where.active:  # linked memories must pass the same filters as direct hits
             candidates = {i: c for i, c in candidates.items() if i in rows and _passes(rows[i], where)}
-        missing_cosine = [i for i, c in candidates.items() if c.dense_similarity is None]
-        cosines = {i: c.dense_similarity for i, c in candidates.items() if c.dense_similarity is not None}
-        cosines |= store.similarities(session, query_vector, missing_cosine)
-        watch.lap("fetch")
+        cosines = {
+            i: c.dense_similarity if c.dense_similarity is not None else (rows[i]["cosine"] or 0.0)
+            for i, c in candidates.items()
+            if i in rows
+        }
         max_lexical = max((score for _, score in lexical), default=0.0)
         weights = ScoreWeights(*s.score_weights)
         scored = []

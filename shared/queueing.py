@@ -48,7 +48,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         "worker_send_task_events": True,  # for Flower
-        "task_send_sent_event": True,
+        # A "task-sent" event is one more publish per send: measured at ~4 ms on every query that
+        # enqueues its reinforcement. Flower still sees every task from the workers' events.
+        "task_send_sent_event": False,
         "worker_hijack_root_logger": False,
         "timezone": "UTC",
     }

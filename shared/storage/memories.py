@@ -250,18 +250,6 @@ def get_memory(session: Session, user_id: str, memory_id: uuid.UUID) -> dict[str
     return row_to_dict(row) if row else None
 
 
-def get_memories(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
-    if not memory_ids:
-        return {}
-    # Looked up by primary key; the tenant is checked on the rows (a planner choosing the tenant's
-    # (user_id, created_at) index here would walk all of a tenant's memories).
-    rows = session.execute(
-        text(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(CAST(:ids AS uuid[]))"),
-        {"ids": [str(i) for i in memory_ids]},
-    ).all()
-    return {r.id: row_to_dict(r) for r in rows if r.user_id == user_id}
-
-
 def list_memories(
     session: Session, user_id: str, *, offset: int, limit: int, where: MemoryFilter
 ) -> tuple[list[dict[str, Any]], int]:
@@ -583,22 +571,60 @@ def dense_candidates(
     return sorted(best.items(), key=lambda kv: (-kv[1], str(kv[0])))
 
 
-def similarities(session: Session, query_vector: np.ndarray, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]:
-    """Cosine similarity of the query to each listed memory's own vectors (best sector)."""
-    if not memory_ids:
-        return {}
+def fetch_with_links(
+    session: Session,
+    user_id: str,
+    seed_ids: Sequence[uuid.UUID],
+    query_vector: np.ndarray,
+    *,
+    known_cosine: Sequence[uuid.UUID] = (),
+) -> tuple[dict[uuid.UUID, dict[str, Any]], list[tuple[uuid.UUID, uuid.UUID, float]]]:
+    """One round trip for what scoring needs: the seeds, the memories one waypoint away (either
+    direction), each with `cosine` (the query's similarity to its primary-sector vector; None for
+    `known_cosine` ids, which the dense search already measured), and the links."""
+    if not seed_ids:
+        return {}, []
     dim = int(query_vector.shape[0])
     rows = session.execute(
         text(
             f"""
-            SELECT memory_id, max(1 - (embedding::vector({dim}) <=> CAST(:q AS vector({dim})))) AS sim
-            FROM memory_vectors WHERE memory_id = ANY(CAST(:ids AS uuid[])) AND dim = {dim}
-            GROUP BY memory_id
+            WITH links AS (
+                SELECT src_id, dst_id, weight FROM waypoints
+                WHERE kind = 'association' AND user_id = :user_id
+                  AND (src_id = ANY(CAST(:ids AS uuid[])) OR dst_id = ANY(CAST(:ids AS uuid[])))
+            ),
+            wanted AS (
+                SELECT unnest(CAST(:ids AS uuid[])) AS id
+                UNION SELECT src_id FROM links
+                UNION SELECT dst_id FROM links
+            )
+            SELECT {MEMORY_COLUMNS.replace("id, ", "m.id, ", 1)},
+                   CASE WHEN NOT m.id = ANY(CAST(:known AS uuid[])) THEN
+                       (SELECT 1 - (v.embedding::vector({dim}) <=> CAST(:q AS vector({dim})))
+                        FROM memory_vectors v
+                        WHERE v.memory_id = m.id AND v.sector = m.primary_sector AND v.dim = {dim})
+                   END AS cosine,
+                   (SELECT json_agg(json_build_array(l.src_id, l.dst_id, l.weight))
+                    FROM links l WHERE l.src_id = m.id) AS links
+            FROM memories m JOIN wanted w ON w.id = m.id
             """
         ),
-        {"q": Vector(query_vector.astype(np.float32)), "ids": [str(i) for i in memory_ids]},
+        {
+            "q": Vector(query_vector.astype(np.float32)),
+            "ids": [str(i) for i in seed_ids],
+            "known": [str(i) for i in known_cosine],
+            "user_id": user_id,
+        },
     ).all()
-    return {r.memory_id: float(r.sim) for r in rows}
+    memories: dict[uuid.UUID, dict[str, Any]] = {}
+    links: list[tuple[uuid.UUID, uuid.UUID, float]] = []
+    for r in rows:
+        if r.user_id != user_id:  # looked up by primary key; the tenant is checked on the rows
+            continue
+        row = row_to_dict(r)
+        links.extend((uuid.UUID(src), uuid.UUID(dst), float(w)) for src, dst, w in row.pop("links") or [])
+        memories[r.id] = row
+    return memories, links
 
 
 def merge_fresh_vectors(session: Session, *, limit: int) -> tuple[int, dict[str, list[uuid.UUID]]]:
@@ -650,25 +676,10 @@ def analyze_vectors(session: Session, sectors: Iterable[str]) -> None:
         session.execute(text(f"ANALYZE memory_vectors_{sector}"))
 
 
-def fresh_backlog(session: Session) -> int:
-    """Vectors waiting for the merge into the HNSW index."""
-    return int(session.execute(text("SELECT count(*) FROM memory_vectors WHERE NOT indexed")).scalar_one())
-
-
-def waypoint_neighbors(
-    session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]
-) -> list[tuple[uuid.UUID, uuid.UUID, float]]:
-    """Association links touching any of the given memories, as (src, dst, weight), both directions."""
-    if not memory_ids:
-        return []
-    rows = session.execute(
-        text(
-            """
-            SELECT src_id, dst_id, weight FROM waypoints
-            WHERE kind = 'association' AND user_id = :user_id
-              AND (src_id = ANY(CAST(:ids AS uuid[])) OR dst_id = ANY(CAST(:ids AS uuid[])))
-            """
-        ),
-        {"ids": [str(i) for i in memory_ids], "user_id": user_id},
-    ).all()
-    return [(r.src_id, r.dst_id, float(r.weight)) for r in rows]
+def fresh_backlog(session: Session, user_id: str) -> int:
+    """The tenant's vectors waiting for the merge into the HNSW index."""
+    return int(
+        session.execute(
+            text("SELECT count(*) FROM memory_vectors WHERE NOT indexed AND user_id = :user_id"), {"user_id": user_id}
+        ).scalar_one()
+    )

@@ -124,6 +124,7 @@ def test_sectors_report_counts_for_the_tenant(http, tenant):
     assert body["sectors"] == ["episodic", "semantic", "procedural", "emotional", "reflective"]
     assert sum(s["count"] for s in body["stats"]) == 1
     assert body["configs"]["emotional"]["decay_lambda"] == pytest.approx(0.02)
+    assert body["index"] == {"fresh_vectors": 0}  # a single add is indexed at once
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, BackgroundTasks, Query, Response, status
 
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep
@@ -48,7 +48,9 @@ def add_memory(body: MemoryCreate, state: StateDep, principal: PrincipalDep) -> 
 
 
 @router.post("/query", response_model=QueryResponse, response_model_exclude_none=True)
-def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep) -> QueryResponse:
+def query_memories(
+    body: QueryRequest, state: StateDep, principal: PrincipalDep, background: BackgroundTasks
+) -> QueryResponse:
     """Find the memories that matter for `query`: full-text + vector candidates, waypoints, composite score."""
     settings = state.settings
     user_id = principal.tenant(body.user_id, body.filters.user_id)
@@ -87,7 +89,9 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
     metrics.QUERIES.labels(outcome="hit" if matches else "empty").inc()
     metrics.QUERY_MATCHES.observe(len(matches))
     if settings.decay_reinforce_on_query and outcome.reinforce_ids:
-        _send(
+        # Enqueued after the response is sent: reinforcement never adds to the query's latency.
+        background.add_task(
+            _send,
             state,
             TaskName.REINFORCE_HITS,
             kwargs={

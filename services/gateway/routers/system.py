@@ -57,6 +57,7 @@ def sectors(state: StateDep, principal: PrincipalDep, user_id: str | None = None
     tenant = principal.tenant(user_id)
     with state.db.session() as session:
         stats = {row["sector"]: row for row in store.sector_stats(session, tenant)}
+        backlog = store.fresh_backlog(session, tenant)
     return {
         "sectors": list(sector_rules.SECTORS),
         "configs": {
@@ -71,6 +72,8 @@ def sectors(state: StateDep, principal: PrincipalDep, user_id: str | None = None
             }
             for name in sector_rules.SECTORS
         ],
+        # Vectors stored by batch jobs and searched exactly until the background merge indexes them.
+        "index": {"fresh_vectors": backlog},
     }
 
 
