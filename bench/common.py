@@ -9,17 +9,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import psycopg
 
 from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from infra.migrate import upgrade
-from shared.tasks import ALL_QUEUES
+from infra.processes import gateway_command, wait_healthy, worker_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,48 +164,15 @@ def stack(database_url: str, redis_url: str, *, concurrency: int = 2, log_dir: P
     procs = []
     try:
         for name, args in (
-            (
-                "worker",
-                [
-                    "celery",
-                    "-A",
-                    "workers.app",
-                    "worker",
-                    "-Q",
-                    ",".join(ALL_QUEUES),
-                    "-c",
-                    str(concurrency),
-                    "--loglevel",
-                    "WARNING",
-                    "--without-mingle",
-                    "--without-gossip",
-                ],
-            ),
-            (
-                "gateway",
-                [
-                    "uvicorn",
-                    "services.gateway.app:create_app",
-                    "--factory",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--log-level",
-                    "warning",
-                ],
-            ),
+            ("worker", worker_command(concurrency=concurrency, log_level="WARNING", quiet_startup=True)),
+            ("gateway", gateway_command(host="127.0.0.1", port=port, log_level="warning")),
         ):
             log = open(log_dir / f"{name}.log", "wb")  # noqa: SIM115
             procs.append(
                 subprocess.Popen([sys.executable, "-m", *args], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
             )
         url = f"http://127.0.0.1:{port}"
-        for _ in range(300):
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.2)
+        wait_healthy(url, procs[-1], log_path=log_dir / "gateway.log")
         yield url
     finally:
         for proc in procs:

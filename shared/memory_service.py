@@ -6,7 +6,6 @@ Functions take an open session and never commit: the request or task that called
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from collections import defaultdict
@@ -29,8 +28,6 @@ from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.storage.memories import MemoryFilter, NewMemory
 from shared.text import content_hash, normalize_content
-
-log = logging.getLogger("mnemoflow.memory")
 
 
 @dataclass
@@ -79,7 +76,7 @@ class MemoryEngine:
         if len(item.content) > s.max_content_chars:
             raise InvalidInput(
                 f"{where} is {len(item.content):,} characters; the limit is {s.max_content_chars:,}. "
-                "Split it, or send it as a document through /memory/ingest."
+                "Split it into several memories."
             )
         if len(item.tags) > s.max_tags:
             raise InvalidInput(f"{where}: {len(item.tags)} tags; at most {s.max_tags} are allowed")

@@ -23,6 +23,7 @@ import pytest
 
 from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from infra.migrate import upgrade
+from infra.processes import gateway_command, wait_healthy, worker_command
 from shared.config import Settings
 from shared.tasks import ALL_QUEUES
 
@@ -133,22 +134,7 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
 
 
 def worker_args(name: str, queues: tuple[str, ...] = ALL_QUEUES, concurrency: int = 2) -> list[str]:
-    return [
-        "celery",
-        "-A",
-        "workers.app",
-        "worker",
-        "-Q",
-        ",".join(queues),
-        "-c",
-        str(concurrency),
-        "-n",
-        f"{name}@%h",
-        "--loglevel",
-        "INFO",
-        "--without-mingle",
-        "--without-gossip",
-    ]
+    return worker_command(concurrency=concurrency, name=name, queues=queues, quiet_startup=True)
 
 
 def wait_for_worker(
@@ -185,27 +171,9 @@ def gateway(servers: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
     """The gateway under uvicorn on a free port; yields its base URL."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("logs") / "gateway.log"
-    args = [
-        "uvicorn",
-        "services.gateway.app:create_app",
-        "--factory",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-    with running(args, service_env(servers), log_path) as proc:
+    with running(gateway_command(host="127.0.0.1", port=port), service_env(servers), log_path) as proc:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"gateway exited:\n{log_path.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"gateway not healthy:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
+        wait_healthy(url, proc, log_path=log_path)
         yield url
 
 

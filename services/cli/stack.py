@@ -12,12 +12,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from infra.embedded import EmbeddedPostgres, EmbeddedRedis, port_is_free
 from infra.migrate import upgrade
+from infra.processes import gateway_command, wait_healthy, worker_command
 from shared.config import Settings
-from shared.tasks import ALL_QUEUES
 
 STATE_FILE = "stack.json"
 DEFAULT_EMBEDDED_REDIS_PORT = 6390
@@ -89,21 +87,7 @@ class Stack:
     def start_processes(self) -> None:
         s = self.settings
         self.spawn(
-            "worker",
-            [
-                "celery",
-                "-A",
-                "workers.app",
-                "worker",
-                "-Q",
-                ",".join(ALL_QUEUES),
-                "-c",
-                str(s.worker_concurrency),
-                "-n",
-                "mnemoflow-all@%h",
-                "--loglevel",
-                s.log_level,
-            ],
+            "worker", worker_command(concurrency=s.worker_concurrency, name="mnemoflow-all", log_level=s.log_level)
         )
         if self.with_beat:
             self.spawn(
@@ -119,20 +103,7 @@ class Stack:
                     str(self.data_dir / "celerybeat-schedule"),
                 ],
             )
-        self.spawn(
-            "gateway",
-            [
-                "uvicorn",
-                "services.gateway.app:create_app",
-                "--factory",
-                "--host",
-                s.host,
-                "--port",
-                str(s.port),
-                "--log-level",
-                s.log_level.lower(),
-            ],
-        )
+        self.spawn("gateway", gateway_command(host=s.host, port=s.port, log_level=s.log_level))
         if self.with_flower:
             self.spawn(
                 "flower",
@@ -160,14 +131,15 @@ class Stack:
         return f"http://{self.settings.host}:{self.settings.flower_port}"
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        try:
+            wait_healthy(
+                self.gateway_url,
+                self.processes["gateway"],
+                timeout=timeout,
+                log_path=self.data_dir / "logs" / "gateway.log",
+            )
+        finally:
             self.check_children()
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.gateway_url}/health", timeout=2).status_code == 200:
-                    return
-            time.sleep(0.3)
-        raise RuntimeError(f"the gateway did not become healthy within {timeout:.0f}s; see {self.data_dir}/logs")
 
     def check_children(self) -> None:
         for name, proc in self.processes.items():

@@ -8,7 +8,9 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import wait_for_job
+from infra.embedded import free_port
+from infra.processes import gateway_command, wait_healthy
+from tests.conftest import running, service_env, wait_for_job
 
 pytestmark = pytest.mark.e2e
 
@@ -187,30 +189,12 @@ def test_metrics_are_exposed(http):
 @pytest.fixture(scope="module")
 def secured(servers, tmp_path_factory):
     """A second gateway with API keys configured: each key bound to one tenant."""
-    import time
-
-    from infra.embedded import free_port
-    from tests.conftest import running, service_env
-
     port = free_port()
     env = service_env(servers, MNEMOFLOW_API_KEYS="alice-key-0123456789=alice,bob-key-0123456789=bob")
-    args = [
-        "uvicorn",
-        "services.gateway.app:create_app",
-        "--factory",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-    with running(args, env, tmp_path_factory.mktemp("logs") / "secured.log"):
+    log_path = tmp_path_factory.mktemp("logs") / "secured.log"
+    with running(gateway_command(host="127.0.0.1", port=port), env, log_path) as proc:
         url = f"http://127.0.0.1:{port}"
-        for _ in range(150):
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        wait_healthy(url, proc, log_path=log_path)
         yield url
 
 

@@ -1,0 +1,73 @@
+"""The commands that run Mnemoflow's processes, shared by the launcher, the tests and the benchmarks."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+from shared.tasks import ALL_QUEUES
+
+
+def worker_command(
+    *,
+    concurrency: int,
+    name: str | None = None,
+    queues: Sequence[str] = ALL_QUEUES,
+    log_level: str = "INFO",
+    quiet_startup: bool = False,
+) -> list[str]:
+    """`python -m` arguments for a Celery worker on the given queues (all of them by default)."""
+    args = [
+        "celery",
+        "-A",
+        "workers.app",
+        "worker",
+        "-Q",
+        ",".join(queues),
+        "-c",
+        str(concurrency),
+        "--loglevel",
+        log_level,
+    ]
+    if name:
+        args += ["-n", f"{name}@%h"]
+    if quiet_startup:  # no cluster chatter: faster start for short-lived workers
+        args += ["--without-mingle", "--without-gossip"]
+    return args
+
+
+def gateway_command(*, host: str, port: int, log_level: str = "info") -> list[str]:
+    """`python -m` arguments for the gateway under uvicorn."""
+    return [
+        "uvicorn",
+        "services.gateway.app:create_app",
+        "--factory",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--log-level",
+        log_level.lower(),
+    ]
+
+
+def wait_healthy(
+    url: str, proc: subprocess.Popen[bytes] | None = None, *, timeout: float = 60.0, log_path: Path | None = None
+) -> None:
+    """Block until GET {url}/health answers 200; fail early, with the log's tail, if the process exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = log_path.read_text()[-3000:] if log_path and log_path.exists() else ""
+            raise RuntimeError(f"the gateway exited with code {proc.returncode}:\n{tail}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        time.sleep(0.2)
+    tail = log_path.read_text()[-3000:] if log_path and log_path.exists() else ""
+    raise RuntimeError(f"{url} did not become healthy within {timeout:.0f}s\n{tail}")
