@@ -548,19 +548,28 @@ def dense_candidates(
     filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
     parts = []
     distance = f"v.embedding::vector({dim}) <=> CAST(:q AS vector({dim}))"
+    if not sectors:
+        return []
+    # Settled rows through each partition's HNSW index (one ordered index scan per sector) ...
     for i, sector in enumerate(sectors):
         params[f"s{i}"] = sector
-        # Indexed rows through the partition's HNSW index, fresh rows by exact scan of the tenant's backlog.
-        for tier in ("v.indexed", "NOT v.indexed"):
-            parts.append(
-                f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
-                     FROM memory_vectors v
-                     WHERE v.sector = :s{i} AND v.dim = {dim} AND {tier} AND v.user_id = :user_id{filter_sql}
-                     ORDER BY {distance}
-                     LIMIT :limit)"""
-            )
-    if not parts:
-        return []
+        parts.append(
+            f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
+                 FROM memory_vectors v
+                 WHERE v.sector = :s{i} AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id{filter_sql}
+                 ORDER BY {distance}
+                 LIMIT :limit)"""
+        )
+    # ... and the tenant's fresh rows, in all those sectors at once, by exact scan of the fresh index.
+    params["fresh_sectors"] = list(sectors)
+    parts.append(
+        f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
+             FROM memory_vectors v
+             WHERE v.sector = ANY(CAST(:fresh_sectors AS text[])) AND v.dim = {dim} AND NOT v.indexed
+               AND v.user_id = :user_id{filter_sql}
+             ORDER BY {distance}
+             LIMIT :limit)"""
+    )
     rows = session.execute(
         text(" UNION ALL ".join(parts)),
         params | {"q": Vector(query_vector.astype(np.float32)), "user_id": user_id, "limit": limit},
