@@ -13,9 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
-
-from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port, recreate_database
 from infra.migrate import upgrade
 from infra.processes import gateway_command, wait_healthy, worker_command
 
@@ -133,14 +131,7 @@ def servers() -> Iterator[Servers]:
 
 def fresh_database(admin_url: str, name: str) -> str:
     """Create (or recreate) a database and migrate it; returns its URL."""
-    dsn = admin_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    prefix, _, rest = admin_url.partition("://")
-    authority, _, path = rest.partition("/")
-    _, sep, query = path.partition("?")
-    url = f"{prefix}://{authority}/{name}{sep}{query}"
+    url = recreate_database(admin_url, name)
     upgrade(url)
     return url
 

@@ -136,3 +136,15 @@ def wait_for_postgres(url: str, timeout: float = 30.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.3)
+
+
+def recreate_database(admin_url: str, name: str) -> str:
+    """Drop and create database `name` on the server of `admin_url`; returns its URL (same host and options)."""
+    with psycopg.connect(admin_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    # Swap the database name in the URL path, keeping query parameters such as ?host=/socket/dir.
+    prefix, _, rest = admin_url.partition("://")
+    authority, _, path = rest.partition("/")
+    _, sep, query = path.partition("?")
+    return f"{prefix}://{authority}/{name}{sep}{query}"

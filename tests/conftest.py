@@ -18,10 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 
-from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port, recreate_database
 from infra.migrate import upgrade
 from infra.processes import gateway_command, wait_healthy, worker_command
 from shared.config import Settings
@@ -44,7 +43,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     if redis_url is None:
         redis_server = EmbeddedRedis(base / "valkey", persist=False)
         redis_url = redis_server.start()
-    database_url = _fresh_database(admin_url, TEST_DATABASE)
+    database_url = recreate_database(admin_url, TEST_DATABASE)
     upgrade(database_url)
     try:
         yield {"database_url": database_url, "redis_url": redis_url}
@@ -53,18 +52,6 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
             redis_server.stop()
         if postgres:
             postgres.stop()
-
-
-def _fresh_database(admin_url: str, name: str) -> str:
-    dsn = admin_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    # Swap the database name in the URL path (keeping query parameters like ?host=/socket/dir).
-    prefix, _, rest = admin_url.partition("://")
-    authority, _, path = rest.partition("/")
-    _, sep, query = path.partition("?")
-    return f"{prefix}://{authority}/{name}{sep}{query}"
 
 
 @pytest.fixture(scope="session")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 
 from celery import Task
+from sqlalchemy import text
 
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
@@ -68,10 +70,6 @@ def schedule_merge() -> None:
 @app.task(name=TaskName.MERGE_FRESH)
 def merge_fresh() -> dict[str, Any]:
     """Move fresh vectors into the HNSW indexes and link their memories, batch by batch, one merger at a time."""
-    import time
-
-    from sqlalchemy import text
-
     db, engine = context()
     redis_client().delete(MERGE_PENDING_KEY)  # chunks finishing from now on schedule another run
     merged = links = 0
