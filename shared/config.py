@@ -52,9 +52,14 @@ class Settings(BaseSettings):
     default_user_id: str = "anonymous"
 
     # Embeddings
-    embedding_provider: Literal["synthetic"] = Field(
+    embedding_provider: Literal["synthetic", "local"] = Field(
         default="synthetic", validation_alias=_env("MNEMOFLOW_EMBEDDING_PROVIDER", "OM_EMBEDDINGS")
     )
+    # local provider (MiniLM ONNX): tokens per window (model limit 512; trained on 256), window overlap
+    local_window_tokens: int = Field(default=256, ge=8, le=512)
+    local_overlap_tokens: int = Field(default=50, ge=0)
+    local_batch_size: int = Field(default=32, ge=1)
+    local_threads: int = Field(default=1, ge=1)
     vector_dim: int = Field(default=384, ge=32, le=4000, validation_alias=_env("MNEMOFLOW_VECTOR_DIM", "OM_VEC_DIM"))
     hnsw_m: int = Field(default=16, ge=4, le=100)
     hnsw_ef_construction: int = Field(default=64, ge=8, le=1000)

@@ -8,6 +8,22 @@ from shared.embedding.synthetic import SyntheticEmbedder
 
 
 def create_embedder(settings: Settings) -> EmbeddingProvider:
+    """The configured provider; its dimension must be the store's (MNEMOFLOW_VECTOR_DIM)."""
     if settings.embedding_provider == "synthetic":
         return SyntheticEmbedder(dim=settings.vector_dim)
+    if settings.embedding_provider == "local":
+        from shared.embedding.local import LocalOnnxEmbedder
+
+        embedder = LocalOnnxEmbedder(
+            window_tokens=settings.local_window_tokens,
+            overlap_tokens=settings.local_overlap_tokens,
+            batch_size=settings.local_batch_size,
+            threads=settings.local_threads,
+        )
+        if embedder.dim != settings.vector_dim:
+            raise ValueError(
+                f"the local model makes {embedder.dim}-dimensional vectors but MNEMOFLOW_VECTOR_DIM is "
+                f"{settings.vector_dim}; set MNEMOFLOW_VECTOR_DIM={embedder.dim} for a new store"
+            )
+        return embedder
     raise ValueError(f"unknown embedding provider {settings.embedding_provider!r}")

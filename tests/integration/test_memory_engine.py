@@ -327,3 +327,16 @@ def test_common_terms_select_nothing_alone_but_still_score(db, engine, tenant, s
         )
     assert [i for i, _ in both] == [odd["id"]]  # "weekly" is common: only the rare term selects
     assert len(only_common) == 11  # all terms common: they must all match (AND), nothing is lost
+
+
+def test_the_local_model_finds_a_paraphrase_with_no_shared_word(db, settings, tenant):
+    from shared.embedding.local import LocalOnnxEmbedder
+
+    local = MemoryEngine(settings.model_copy(update={"embedding_provider": "local"}), LocalOnnxEmbedder())
+    for content in ("My dog loves running in the park", "Quarterly revenue rose by four percent",
+                    "The printer on floor two is out of toner"):
+        add(db, local, tenant, content)
+    outcome = query(db, local, tenant, "where does the canine like to play?")
+    best, row = outcome.matches[0]
+    assert row["content"] == "My dog loves running in the park"
+    assert best.lexical_rank is None and best.dense_rank == 1  # found by meaning alone

