@@ -16,6 +16,7 @@ from pathlib import Path
 from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port, recreate_database
 from infra.migrate import upgrade
 from infra.processes import gateway_command, wait_healthy, worker_command
+from shared.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,6 +137,15 @@ def fresh_database(admin_url: str, name: str) -> str:
     return url
 
 
+def bench_settings(database_url: str) -> Settings:
+    """Settings for in-process benchmark work: the provider of MNEMOFLOW_EMBEDDING_PROVIDER, synthetic by default."""
+    return Settings(
+        database_url=database_url,
+        redis_url="redis://unused",
+        embedding_provider=os.environ.get("MNEMOFLOW_EMBEDDING_PROVIDER", "synthetic"),
+    )
+
+
 def plain_dsn(url: str) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://")
 
@@ -151,6 +161,7 @@ def stack(database_url: str, redis_url: str, *, concurrency: int = 2, log_dir: P
         MNEMOFLOW_ENVIRONMENT="test",
         MNEMOFLOW_LOG_LEVEL="WARNING",
     )
+    env.setdefault("MNEMOFLOW_EMBEDDING_PROVIDER", "synthetic")  # pure-throughput figures unless asked
     port = free_port()
     procs = []
     try:

@@ -19,8 +19,7 @@ import psycopg
 from pgvector import Vector
 from pgvector.psycopg import register_vector
 
-from bench.common import corpus, fresh_database, plain_dsn, servers, stack
-from shared.config import Settings
+from bench.common import bench_settings, corpus, fresh_database, plain_dsn, servers, stack
 from shared.embedding.factory import create_embedder
 from shared.memory_service import MemoryEngine
 from shared.schemas import MemoryCreate
@@ -34,7 +33,7 @@ def baseline_copy(database_url: str, texts: list[str], *, indexed: bool) -> tupl
     indexed=True puts every vector through the live HNSW index (the issue's baseline);
     indexed=False is the unindexed COPY floor (what the fresh tier pays).
     """
-    settings = Settings(database_url=database_url, redis_url="redis://unused")
+    settings = bench_settings(database_url)
     engine = MemoryEngine(settings, create_embedder(settings))
     started = time.perf_counter()
     prepared = engine.prepare([MemoryCreate(content=t) for t in texts], USER)

@@ -18,8 +18,7 @@ import psycopg
 from pgvector import Vector
 from pgvector.psycopg import register_vector
 
-from bench.common import corpus, fresh_database, percentiles, plain_dsn, servers, stack
-from shared.config import Settings
+from bench.common import bench_settings, corpus, fresh_database, percentiles, plain_dsn, servers, stack
 from shared.db import Database, create_db_engine
 from shared.embedding.factory import create_embedder
 from shared.memory_service import MemoryEngine
@@ -30,7 +29,7 @@ USER = "bench"
 
 def load(database_url: str, texts: list[str], batch: int = 2_000) -> float:
     """Store the corpus through the engine's own write path (insert + waypoints), in batches."""
-    settings = Settings(database_url=database_url, redis_url="redis://unused")
+    settings = bench_settings(database_url)
     engine = MemoryEngine(settings, create_embedder(settings))
     db = Database(create_db_engine(settings, "mnemoflow.bench"))
     started = time.perf_counter()
@@ -57,7 +56,7 @@ def questions(texts: list[str], n: int, seed: int = 11) -> list[str]:
 
 
 def baseline(database_url: str, qs: list[str], k: int) -> list[float]:
-    settings = Settings(database_url=database_url, redis_url="redis://unused")
+    settings = bench_settings(database_url)
     embedder = create_embedder(settings)
     dim = embedder.dim
     samples = []

@@ -53,7 +53,7 @@ class Settings(BaseSettings):
 
     # Embeddings
     embedding_provider: Literal["synthetic", "local"] = Field(
-        default="synthetic", validation_alias=_env("MNEMOFLOW_EMBEDDING_PROVIDER", "OM_EMBEDDINGS")
+        default="local", validation_alias=_env("MNEMOFLOW_EMBEDDING_PROVIDER", "OM_EMBEDDINGS")
     )
     # local provider (MiniLM ONNX): tokens per window (model limit 512; trained on 256), window overlap
     local_window_tokens: int = Field(default=256, ge=8, le=512)

@@ -60,6 +60,7 @@ def settings(servers: dict[str, str]) -> Settings:
         database_url=servers["database_url"],
         redis_url=servers["redis_url"],
         environment="test",
+        embedding_provider="synthetic",
         min_score=0.0,
     )
 
@@ -85,6 +86,7 @@ def service_env(servers: dict[str, str], **extra: str) -> dict[str, str]:
         "DATABASE_URL": servers["database_url"],
         "REDIS_URL": servers["redis_url"],
         "MNEMOFLOW_ENVIRONMENT": "test",
+        "MNEMOFLOW_EMBEDDING_PROVIDER": "synthetic",
         "PYTHONUNBUFFERED": "1",
         **extra,
     }

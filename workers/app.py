@@ -14,6 +14,7 @@ from shared.embedding.factory import create_embedder
 from shared.logs import configure_logging
 from shared.memory_service import MemoryEngine
 from shared.queueing import make_celery
+from shared.storage.models import ensure_store_model
 from shared.tasks import TaskName
 
 settings = get_settings()
@@ -42,7 +43,10 @@ class WorkerContext:
     def open(cls) -> None:
         if cls.db is None:
             cls.db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2))
-            cls.engine = MemoryEngine(settings, create_embedder(settings))
+            embedder = create_embedder(settings)
+            with cls.db.session() as session:
+                ensure_store_model(session, embedder)
+            cls.engine = MemoryEngine(settings, embedder)
             cls.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=5)
 
     @classmethod

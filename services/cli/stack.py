@@ -16,6 +16,10 @@ from infra.embedded import EmbeddedPostgres, EmbeddedRedis, port_is_free
 from infra.migrate import upgrade
 from infra.processes import gateway_command, wait_healthy, worker_command
 from shared.config import Settings
+from shared.db import Database, create_db_engine
+from shared.embedding.factory import create_embedder
+from shared.errors import MnemoflowError
+from shared.storage.models import ensure_store_model
 
 STATE_FILE = "stack.json"
 DEFAULT_EMBEDDED_REDIS_PORT = 6390
@@ -63,6 +67,20 @@ class Stack:
     def migrate(self) -> None:
         upgrade(self.database_url)
         self.say("schema: migrations applied")
+
+    def check_embedding_model(self) -> None:
+        """Load the configured model once and refuse a store whose vectors came from another one."""
+        settings = self.settings.model_copy(update={"database_url": self.database_url})
+        embedder = create_embedder(settings)
+        db = Database(create_db_engine(settings, "mnemoflow.launcher", pool_size=1))
+        try:
+            with db.session() as session:
+                ensure_store_model(session, embedder)
+        except MnemoflowError as exc:
+            raise RuntimeError(exc.message) from exc
+        finally:
+            db.dispose()
+        self.say(f"embeddings: {embedder.name} ({embedder.model}, {embedder.dim} dimensions)")
 
     def child_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -193,6 +211,7 @@ def run_foreground(settings: Settings, *, with_flower: bool = True) -> int:
     try:
         stack.start_servers()
         stack.migrate()
+        stack.check_embedding_model()
         stack.start_processes()
         stack.wait_ready()
         print(

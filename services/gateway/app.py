@@ -23,6 +23,7 @@ from shared.embedding.factory import create_embedder
 from shared.logs import configure_logging
 from shared.memory_service import MemoryEngine
 from shared.queueing import make_celery
+from shared.storage.models import ensure_store_model
 
 log = logging.getLogger("mnemoflow.gateway")
 
@@ -80,11 +81,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(create_db_engine(settings, "mnemoflow.gateway"))
+        embedder = create_embedder(settings)
+        with db.session() as session:
+            ensure_store_model(session, embedder)
         redis_client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2, socket_connect_timeout=2)
         app.state.mnemoflow = GatewayState(
             settings=settings,
             db=db,
-            engine=MemoryEngine(settings, create_embedder(settings)),
+            engine=MemoryEngine(settings, embedder),
             redis=redis_client,
             celery=make_celery(settings, "mnemoflow.gateway"),
         )

@@ -333,10 +333,26 @@ def test_the_local_model_finds_a_paraphrase_with_no_shared_word(db, settings, te
     from shared.embedding.local import LocalOnnxEmbedder
 
     local = MemoryEngine(settings.model_copy(update={"embedding_provider": "local"}), LocalOnnxEmbedder())
-    for content in ("My dog loves running in the park", "Quarterly revenue rose by four percent",
-                    "The printer on floor two is out of toner"):
+    for content in (
+        "My dog loves running in the park",
+        "Quarterly revenue rose by four percent",
+        "The printer on floor two is out of toner",
+    ):
         add(db, local, tenant, content)
     outcome = query(db, local, tenant, "where does the canine like to play?")
     best, row = outcome.matches[0]
     assert row["content"] == "My dog loves running in the park"
     assert best.lexical_rank is None and best.dense_rank == 1  # found by meaning alone
+
+
+def test_a_store_refuses_vectors_from_another_model(db):
+    from shared.embedding.local import LocalOnnxEmbedder
+    from shared.storage.models import ensure_store_model
+
+    with db.session() as s:
+        ensure_store_model(s, SyntheticEmbedder(dim=384))  # the test store is a synthetic one
+    for other in (SyntheticEmbedder(dim=256), LocalOnnxEmbedder()):
+        with pytest.raises(Conflict, match="MNEMOFLOW_EMBEDDING_PROVIDER=synthetic"), db.session() as s:
+            ensure_store_model(s, other)
+    with db.session() as s:
+        assert s.execute(text("SELECT model, dim FROM embedding_model")).one() == ("synthetic-hash-v1", 384)
