@@ -60,6 +60,7 @@ class Settings(BaseSettings):
     local_overlap_tokens: int = Field(default=50, ge=0)
     local_batch_size: int = Field(default=32, ge=1)
     local_threads: int = Field(default=1, ge=1)
+    query_embedding_cache_ttl_seconds: int = Field(default=86_400, ge=0, description="0 turns the cache off")
     vector_dim: int = Field(default=384, ge=32, le=4000, validation_alias=_env("MNEMOFLOW_VECTOR_DIM", "OM_VEC_DIM"))
     hnsw_m: int = Field(default=16, ge=4, le=100)
     hnsw_ef_construction: int = Field(default=64, ge=8, le=1000)

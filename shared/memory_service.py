@@ -57,9 +57,13 @@ class _Stopwatch:
 class MemoryEngine:
     """Stateless apart from its settings and embedder; one per process."""
 
-    def __init__(self, settings: Settings, embedder: EmbeddingProvider) -> None:
+    def __init__(
+        self, settings: Settings, embedder: EmbeddingProvider, *, query_embedder: EmbeddingProvider | None = None
+    ) -> None:
         self.settings = settings
         self.embedder = embedder
+        # Queries may go through a cache (same model); stored memories are always embedded afresh.
+        self.query_embedder = query_embedder or embedder
         self.lexical = store.LexicalParams(
             config=settings.text_search_config,
             k1=settings.bm25_k1,
@@ -252,7 +256,7 @@ class MemoryEngine:
         )
         pool = k * s.candidate_multiplier
         watch = _Stopwatch()
-        query_vector = self.embedder.embed([normalize_content(query)])[0]
+        query_vector = self.query_embedder.embed([normalize_content(query)])[0]
         watch.lap("embed")
         lexical = store.lexical_candidates(session, user_id, query, limit=pool, where=where, params=self.lexical)
         watch.lap("lexical")

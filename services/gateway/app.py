@@ -19,6 +19,7 @@ from services.gateway.state import GatewayState
 from shared import __version__
 from shared.config import Settings, get_settings
 from shared.db import Database, create_db_engine
+from shared.embedding.cache import CachedEmbedder
 from shared.embedding.factory import create_embedder
 from shared.logs import configure_logging
 from shared.memory_service import MemoryEngine
@@ -88,7 +89,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.mnemoflow = GatewayState(
             settings=settings,
             db=db,
-            engine=MemoryEngine(settings, embedder),
+            engine=MemoryEngine(
+                settings,
+                embedder,
+                query_embedder=CachedEmbedder(
+                    embedder, redis_client, ttl_seconds=settings.query_embedding_cache_ttl_seconds
+                )
+                if settings.query_embedding_cache_ttl_seconds
+                else None,
+            ),
             redis=redis_client,
             celery=make_celery(settings, "mnemoflow.gateway"),
         )

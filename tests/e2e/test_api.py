@@ -212,3 +212,14 @@ def test_api_keys_bind_a_tenant(secured):
         bob = {"x-api-key": "bob-key-0123456789"}
         assert client.get(f"/memory/{added.json()['id']}", headers=bob).status_code == 404
         assert client.post("/memory/query", json={"query": "tulips"}, headers=bob).json()["matches"] == []
+
+
+def test_query_embeddings_are_cached_in_redis(http, tenant, servers):
+    import redis
+
+    client = redis.Redis.from_url(servers["redis_url"])
+    question = f"what did {tenant} say about the harbour?"
+    http.post("/memory/query", json={"query": question, "user_id": tenant})
+    keys = client.keys("mnemoflow:qemb:synthetic:synthetic-hash-v1:384:*")
+    assert keys, "the gateway stored the query's embedding"
+    assert all(len(client.get(k) or b"") == 4 * 384 for k in keys[:5])

@@ -1,0 +1,56 @@
+"""A Redis cache in front of a provider, for query embeddings (key: provider, model, text hash)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import redis
+
+from shared.embedding.base import EmbeddingProvider
+
+log = logging.getLogger("mnemoflow.embedding")
+
+
+class CachedEmbedder:
+    """Same interface as the provider it wraps; a Redis outage only costs the cache, never the call."""
+
+    def __init__(
+        self, inner: EmbeddingProvider, client: redis.Redis, *, ttl_seconds: int, prefix: str = "mnemoflow:qemb"
+    ) -> None:
+        self.inner = inner
+        self.client = client
+        self.ttl_seconds = ttl_seconds
+        self.prefix = f"{prefix}:{inner.name}:{inner.model}:{inner.dim}:"
+        self.name, self.model, self.dim = inner.name, inner.model, inner.dim
+
+    def key(self, text: str) -> str:
+        return self.prefix + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [self.key(t) for t in texts]
+        try:
+            cached = self.client.mget(keys)
+        except redis.RedisError as exc:
+            log.warning("query-embedding cache unavailable (%s); embedding without it", exc)
+            return self.inner.embed(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        missing = []
+        for i, raw in enumerate(cached):
+            if isinstance(raw, bytes) and len(raw) == 4 * self.dim:
+                out[i] = np.frombuffer(raw, dtype=np.float32)
+            else:
+                missing.append(i)
+        if missing:
+            fresh = self.inner.embed([texts[i] for i in missing])
+            out[missing] = fresh
+            try:
+                with self.client.pipeline(transaction=False) as pipe:
+                    for i, vector in zip(missing, fresh, strict=True):
+                        pipe.set(keys[i], np.asarray(vector, dtype=np.float32).tobytes(), ex=self.ttl_seconds)
+                    pipe.execute()
+            except redis.RedisError as exc:
+                log.warning("could not store query embeddings in the cache: %s", exc)
+        return out
