@@ -44,6 +44,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 bench: $(STAMP)
+	$(BIN)/python -m bench.embeddings
 	$(BIN)/python -m bench.ingest
 	$(BIN)/python -m bench.query
 
