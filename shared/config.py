@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "test", "xxx"})
@@ -52,7 +52,7 @@ class Settings(BaseSettings):
     default_user_id: str = "anonymous"
 
     # Embeddings
-    embedding_provider: Literal["synthetic", "local"] = Field(
+    embedding_provider: Literal["synthetic", "local", "openai", "ollama"] = Field(
         default="local", validation_alias=_env("MNEMOFLOW_EMBEDDING_PROVIDER", "OM_EMBEDDINGS")
     )
     # local provider (MiniLM ONNX): tokens per window (model limit 512; trained on 256), window overlap
@@ -60,6 +60,15 @@ class Settings(BaseSettings):
     local_overlap_tokens: int = Field(default=50, ge=0)
     local_batch_size: int = Field(default=32, ge=1)
     local_threads: int = Field(default=1, ge=1)
+    # HTTP providers (OpenAI-compatible /v1/embeddings, Ollama's /api/embed); keys never logged
+    openai_base_url: str = Field(default="https://api.openai.com", validation_alias=_env("OPENAI_BASE_URL"))
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    openai_model: str = Field(default="text-embedding-3-small", validation_alias=_env("MNEMOFLOW_OPENAI_MODEL"))
+    ollama_url: str = Field(default="http://localhost:11434", validation_alias=_env("OLLAMA_URL"))
+    ollama_model: str = Field(default="nomic-embed-text", validation_alias=_env("MNEMOFLOW_OLLAMA_MODEL"))
+    http_embed_batch_size: int = Field(default=128, ge=1)
+    http_embed_timeout_seconds: float = Field(default=30.0, gt=0)
+    http_embed_max_attempts: int = Field(default=5, ge=1)
     query_embedding_cache_ttl_seconds: int = Field(default=86_400, ge=0, description="0 turns the cache off")
     vector_dim: int = Field(default=384, ge=32, le=4000, validation_alias=_env("MNEMOFLOW_VECTOR_DIM", "OM_VEC_DIM"))
     hnsw_m: int = Field(default=16, ge=4, le=100)

@@ -30,6 +30,14 @@ from shared.storage.memories import MemoryFilter, NewMemory
 from shared.text import content_hash, normalize_content
 
 
+class EmbeddingFailed(RuntimeError):
+    """The provider could not embed a batch; carries what embed_logs records."""
+
+    def __init__(self, provider: str, model: str, count: int, latency_ms: float, error: BaseException) -> None:
+        super().__init__(f"{provider} embedding of {count} texts failed: {error}")
+        self.provider, self.model, self.count, self.latency_ms = provider, model, count, latency_ms
+
+
 @dataclass
 class QueryOutcome:
     """The ranked matches and what should be reinforced afterwards (off the request path)."""
@@ -95,7 +103,12 @@ class MemoryEngine:
     def prepare(self, items: Sequence[MemoryCreate], user_id: str) -> list[NewMemory]:
         """Classify, hash and embed a batch of items (one model call for the whole batch)."""
         texts = [normalize_content(item.content) for item in items]
-        vectors = self.embedder.embed(texts)
+        started = time.perf_counter()
+        try:
+            vectors = self.embedder.embed(texts)
+        except Exception as exc:
+            elapsed = (time.perf_counter() - started) * 1000
+            raise EmbeddingFailed(self.embedder.name, self.embedder.model, len(texts), elapsed, exc) from exc
         prepared = []
         for item, text_, vector in zip(items, texts, vectors, strict=True):
             cls = sector_rules.classify(text_)

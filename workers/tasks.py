@@ -10,6 +10,7 @@ from typing import Any
 from celery import Task
 from sqlalchemy import text
 
+from shared.memory_service import EmbeddingFailed
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.tasks import TaskName, embed_queue
@@ -40,6 +41,17 @@ def store_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
     except Exception as exc:
         final = attempts >= settings.job_max_attempts
         with db.session() as session:
+            if isinstance(exc, EmbeddingFailed):
+                job_store.log_embedding(
+                    session,
+                    provider=exc.provider,
+                    model=exc.model,
+                    status="failed",
+                    item_count=exc.count,
+                    latency_ms=exc.latency_ms,
+                    error=str(exc.__cause__ or exc)[:2000],
+                    job_id=job,
+                )
             job_store.fail_chunk(session, job, seq, error=f"{type(exc).__name__}: {exc}", final=final)
         if final:
             log.error("job %s chunk %s failed for good after %s attempts: %s", job_id, seq, attempts, exc)

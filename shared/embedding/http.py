@@ -1,0 +1,111 @@
+"""HTTP providers: any OpenAI-compatible `/v1/embeddings` (OpenAI, vLLM, TEI, Ollama's /v1) and Ollama's `/api/embed`.
+
+Batched, retried with exponential backoff on connection errors, 429 and 5xx (tenacity); other 4xx are
+the caller's to fix and fail at once with the server's message. API keys are never logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import httpx
+import numpy as np
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+from shared.embedding.base import normalize_rows
+
+
+class EmbeddingServiceError(RuntimeError):
+    """The embedding service refused or failed the request."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, httpx.TransportError) or (isinstance(exc, EmbeddingServiceError) and exc.retryable)
+
+
+class HttpEmbedder:
+    """`api="openai"`: POST {base_url}/v1/embeddings; `api="ollama"`: POST {base_url}/api/embed."""
+
+    def __init__(
+        self,
+        *,
+        api: Literal["openai", "ollama"],
+        base_url: str,
+        model: str,
+        dim: int,
+        api_key: str | None = None,
+        batch_size: int = 128,
+        timeout_seconds: float = 30.0,
+        max_attempts: int = 5,
+        backoff_seconds: float = 0.5,
+    ) -> None:
+        self.name: str = api
+        self.model = model
+        self.dim = dim
+        self.api = api
+        self.batch_size = batch_size
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_seconds)
+        self._post = retry(
+            retry=retry_if_exception(_retryable),
+            stop=stop_after_attempt(max_attempts),
+            wait=wait_exponential(multiplier=backoff_seconds, max=30),
+            reraise=True,
+        )(self._post_once)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            rows.extend(self._post(list(texts[start : start + self.batch_size])))
+        matrix = np.asarray(rows, dtype=np.float32).reshape(len(texts), -1) if rows else np.zeros((0, self.dim))
+        if matrix.shape[1] != self.dim:
+            raise EmbeddingServiceError(
+                f"{self.name} model {self.model!r} returned {matrix.shape[1]}-dimensional vectors but the store "
+                f"expects {self.dim}; set MNEMOFLOW_VECTOR_DIM={matrix.shape[1]} for a new store",
+                retryable=False,
+            )
+        return normalize_rows(matrix)
+
+    def _post_once(self, batch: list[str]) -> list[list[float]]:
+        if self.api == "openai":
+            path, payload = "/v1/embeddings", {"model": self.model, "input": batch}
+        else:
+            path, payload = "/api/embed", {"model": self.model, "input": batch}
+        response = self._client.post(path, json=payload)
+        if response.status_code >= 400:
+            retryable = response.status_code == 429 or response.status_code >= 500
+            raise EmbeddingServiceError(
+                f"{self.name} embeddings at {self._client.base_url}{path} answered {response.status_code}: "
+                f"{_error_text(response)}",
+                retryable=retryable,
+            )
+        body: Any = response.json()
+        if self.api == "openai":
+            data = sorted(body["data"], key=lambda item: item["index"])
+            vectors = [item["embedding"] for item in data]
+        else:
+            vectors = body["embeddings"]
+        if len(vectors) != len(batch):
+            raise EmbeddingServiceError(
+                f"{self.name} returned {len(vectors)} vectors for {len(batch)} texts", retryable=True
+            )
+        return vectors
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300]
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message", error))[:300]
+    return str(error or body)[:300]
