@@ -80,25 +80,27 @@ class MemoryEngine:
             common_min_df=settings.lexical_common_min_df,
         )
 
-    # Validation ---------------------------------------------------------------------------------------
-
     def validate_item(self, item: MemoryCreate, where: str = "content") -> None:
         """Limits a schema cannot express because they are settings."""
-        s = self.settings
-        if len(item.content) > s.max_content_chars:
+        self._check_content(item.content, where)
+        self._check_tags_and_metadata(item.tags, item.metadata, where)
+
+    def _check_content(self, content: str, where: str) -> None:
+        limit = self.settings.max_content_chars
+        if len(content) > limit:
             raise InvalidInput(
-                f"{where} is {len(item.content):,} characters; the limit is {s.max_content_chars:,}. "
-                "Split it into several memories."
+                f"{where} is {len(content):,} characters; the limit is {limit:,}. Split it into several memories."
             )
-        if len(item.tags) > s.max_tags:
-            raise InvalidInput(f"{where}: {len(item.tags)} tags; at most {s.max_tags} are allowed")
-        long_tags = [t for t in item.tags if len(t) > s.max_tag_chars]
+
+    def _check_tags_and_metadata(self, tags: Sequence[str], metadata: dict[str, Any], where: str) -> None:
+        s = self.settings
+        if len(tags) > s.max_tags:
+            raise InvalidInput(f"{where}: {len(tags)} tags; at most {s.max_tags} are allowed")
+        long_tags = [t for t in tags if len(t) > s.max_tag_chars]
         if long_tags:
             raise InvalidInput(f"{where}: tag {long_tags[0][:40]!r}… is longer than {s.max_tag_chars} characters")
-        if len(json.dumps(item.metadata)) > s.max_metadata_bytes:
+        if len(json.dumps(metadata)) > s.max_metadata_bytes:
             raise InvalidInput(f"{where}: metadata is larger than {s.max_metadata_bytes:,} bytes of JSON")
-
-    # Write path ---------------------------------------------------------------------------------------
 
     def prepare(self, items: Sequence[MemoryCreate], user_id: str) -> list[NewMemory]:
         """Classify, hash and embed a batch of items (one model call for the whole batch)."""
@@ -185,26 +187,29 @@ class MemoryEngine:
         return memory, not ref.created
 
     def update(self, session: Session, user_id: str, memory_id: uuid.UUID, patch: dict[str, Any]) -> dict[str, Any]:
+        """Change content (re-classified, re-embedded), tags or metadata; BM25 statistics follow the change."""
         current = store.get_memory(session, user_id, memory_id)
         if current is None:
             raise NotFound(f"memory {memory_id} not found")
-        content = patch.get("content")
+        content, tags, metadata = patch.get("content"), patch.get("tags"), patch.get("metadata")
+        self._check_tags_and_metadata(tags or [], metadata or {}, "update")
+        prepared = None
         if content is not None and normalize_content(content) != normalize_content(current["content"]):
+            self._check_content(content, "content")
             item = MemoryCreate(content=content, tags=current["tags"], metadata=current["metadata"])
-            self.validate_item(item)
             (prepared,) = self.prepare([item], user_id)
             owner = store.content_hash_owner(session, user_id, prepared.content_hash)
             if owner is not None and owner != memory_id:
                 raise Conflict(f"another memory ({owner}) already has this content", details={"id": str(owner)})
-            store.count_terms(session, store.settled_ids(session, [memory_id]), sign=-1)
+        # Tags are part of the searchable text too: take the memory out of the statistics, change it, put it back.
+        was_counted = store.settled_ids(session, [memory_id])
+        store.count_terms(session, was_counted, sign=-1)
+        if prepared is not None:
             store.replace_content(session, user_id, memory_id, prepared, model=self.embedder.model)
+        if tags is not None or metadata is not None:
+            store.update_memory_fields(session, user_id, memory_id, tags=tags, meta=metadata)
+        if prepared is not None or was_counted:  # new content is indexed at once; a fresh memory waits its merge
             store.count_terms(session, [memory_id], sign=1)
-        if patch.get("tags") is not None or patch.get("metadata") is not None:
-            self.validate_item(
-                MemoryCreate(content="x", tags=patch.get("tags") or [], metadata=patch.get("metadata") or {}),
-                where="update",
-            )
-            store.update_memory_fields(session, user_id, memory_id, tags=patch.get("tags"), meta=patch.get("metadata"))
         updated = store.get_memory(session, user_id, memory_id)
         assert updated is not None
         return updated
@@ -244,8 +249,6 @@ class MemoryEngine:
             done=len(items),
             result={"created": created, "duplicates": len(items) - created},
         )
-
-    # Read path ----------------------------------------------------------------------------------------
 
     def query(
         self,

@@ -284,6 +284,18 @@ def test_bm25_statistics_follow_add_update_and_delete(db, engine, tenant):
     assert _term_df(db, tenant, "spice") == 0 and _documents(db, tenant) == 1
 
 
+def test_a_tag_change_keeps_the_bm25_statistics_exact(db, engine, tenant):
+    memory, _ = add(db, engine, tenant, "Harbour market opens early", tags=["fish"])
+    with db.session() as s:
+        engine.update(s, tenant, memory["id"], {"tags": ["zebra"]})
+    assert _term_df(db, tenant, "zebra") == 1 and _term_df(db, tenant, "fish") == 0
+    with db.session() as s:
+        engine.update(s, tenant, memory["id"], {"content": "Harbour market closes late", "tags": ["eel"]})
+    assert _term_df(db, tenant, "eel") == 1 and _term_df(db, tenant, "zebra") == 0
+    assert _term_df(db, tenant, "close") == 1 and _term_df(db, tenant, "open") == 0
+    assert _documents(db, tenant) == 1
+
+
 def test_bulk_memories_are_counted_once_when_they_settle(db, engine, tenant):
     items = [{"content": f"Lighthouse keeper log entry {i}"} for i in range(12)]
     with db.session() as s:
