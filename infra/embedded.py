@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,23 +118,6 @@ class EmbeddedRedis:
             with contextlib.suppress(Exception):
                 self._server.stop()
             self._server = None
-
-
-def wait_for_postgres(url: str, timeout: float = 30.0) -> None:
-    """Block until PostgreSQL answers, or raise with the last error."""
-    from shared.config import normalize_database_url
-
-    dsn = normalize_database_url(url).replace("postgresql+psycopg://", "postgresql://")
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with psycopg.connect(dsn, connect_timeout=3) as conn:
-                conn.execute("SELECT 1")
-            return
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
 
 
 def recreate_database(admin_url: str, name: str) -> str:

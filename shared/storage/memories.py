@@ -400,9 +400,6 @@ def sector_stats(session: Session, user_id: str | None) -> list[dict[str, Any]]:
     return [dict(r._mapping) for r in rows]
 
 
-# Read path candidates -------------------------------------------------------------------------------
-
-
 def count_terms(session: Session, memory_ids: Sequence[uuid.UUID], *, sign: int) -> None:
     """Add (+1) or remove (-1) memories from their tenant's BM25 statistics: document frequency per
     lexeme, document count and total length. Call exactly once per memory settling or leaving."""
@@ -653,23 +650,16 @@ def merge_fresh_vectors(session: Session, *, limit: int) -> tuple[int, dict[str,
                 FOR UPDATE SKIP LOCKED
             )
             UPDATE memory_vectors v SET indexed = true
-            FROM batch b
+            FROM batch b JOIN memories m ON m.id = b.memory_id
             WHERE v.sector = b.sector AND v.memory_id = b.memory_id
-            RETURNING v.sector, v.memory_id
+            RETURNING v.sector, v.memory_id, v.sector = m.primary_sector AS is_primary
             """
         ),
         {"limit": limit},
     ).all()
-    if not rows:
-        return 0, {}
-    primaries = session.execute(
-        text("SELECT id, primary_sector FROM memories WHERE id = ANY(CAST(:ids AS uuid[]))"),
-        {"ids": list({str(r.memory_id) for r in rows})},
-    ).all()
-    primary_of = {r.id: r.primary_sector for r in primaries}
     merged: dict[str, list[uuid.UUID]] = {}
     for r in rows:
-        if primary_of.get(r.memory_id) == r.sector:
+        if r.is_primary:
             merged.setdefault(r.sector, []).append(r.memory_id)
     return len(rows), merged
 
