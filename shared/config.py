@@ -49,10 +49,12 @@ class Settings(BaseSettings):
         default_factory=dict, validation_alias=_env("MNEMOFLOW_API_KEYS")
     )
     om_api_key: str | None = Field(default=None, validation_alias=_env("OM_API_KEY"))
+    # Operator key for store-wide actions (/maintenance/*); without any keys configured everyone is an operator.
+    admin_api_key: SecretStr | None = Field(default=None, validation_alias=_env("MNEMOFLOW_ADMIN_API_KEY"))
     default_user_id: str = "anonymous"
 
     # Embeddings
-    embedding_provider: Literal["synthetic", "local", "openai", "ollama"] = Field(
+    embedding_provider: Literal["synthetic", "local", "static", "openai", "ollama"] = Field(
         default="local", validation_alias=_env("MNEMOFLOW_EMBEDDING_PROVIDER", "OM_EMBEDDINGS")
     )
     # local provider (MiniLM ONNX): tokens per window (model limit 512; trained on 256), window overlap
@@ -60,6 +62,8 @@ class Settings(BaseSettings):
     local_overlap_tokens: int = Field(default=50, ge=0)
     local_batch_size: int = Field(default=32, ge=1)
     local_threads: int = Field(default=1, ge=1)
+    # static provider (model2vec-style, distilled from MiniLM by `make static-model`): a model directory
+    static_model_path: Path | None = None
     # HTTP providers (OpenAI-compatible /v1/embeddings, Ollama's /api/embed); keys never logged
     openai_base_url: str = Field(default="https://api.openai.com", validation_alias=_env("OPENAI_BASE_URL"))
     openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
@@ -69,8 +73,16 @@ class Settings(BaseSettings):
     http_embed_batch_size: int = Field(default=128, ge=1)
     http_embed_timeout_seconds: float = Field(default=30.0, gt=0)
     http_embed_max_attempts: int = Field(default=5, ge=1)
+    # Texts longer than a window (estimated tokens) are split with overlap and mean-pooled (architecture seed)
+    http_window_tokens: int = Field(default=512, ge=16)
+    http_overlap_tokens: int = Field(default=50, ge=0)
+    embed_log_retention_days: float = Field(default=30.0, gt=0)
+    reembed_chunk_size: int = Field(default=500, ge=1, le=10_000)
     query_embedding_cache_ttl_seconds: int = Field(default=86_400, ge=0, description="0 turns the cache off")
-    vector_dim: int = Field(default=384, ge=32, le=4000, validation_alias=_env("MNEMOFLOW_VECTOR_DIM", "OM_VEC_DIM"))
+    # The model's own dimension when unset; required for HTTP providers (their servers decide it).
+    vector_dim: int | None = Field(
+        default=None, ge=8, le=4000, validation_alias=_env("MNEMOFLOW_VECTOR_DIM", "OM_VEC_DIM")
+    )
     hnsw_m: int = Field(default=16, ge=4, le=100)
     hnsw_ef_construction: int = Field(default=64, ge=8, le=1000)
     hnsw_ef_search: int = Field(default=64, ge=1, le=1000)
@@ -202,7 +214,10 @@ class Settings(BaseSettings):
         if self.default_k > self.max_k:
             raise ValueError("MNEMOFLOW_DEFAULT_K must not exceed MNEMOFLOW_MAX_K")
         if self.environment != "development":
-            weak = [k for k in self.all_api_keys if k.lower() in PLACEHOLDER_SECRETS or len(k) < 12]
+            keys = list(self.all_api_keys)
+            if self.admin_api_key is not None:
+                keys.append(self.admin_api_key.get_secret_value())
+            weak = [k for k in keys if k.lower() in PLACEHOLDER_SECRETS or len(k) < 12]
             if weak:
                 raise ValueError(
                     "refusing placeholder or short API keys outside development; "
@@ -217,6 +232,11 @@ class Settings(BaseSettings):
         if self.om_api_key:
             keys.setdefault(self.om_api_key, self.default_user_id)
         return keys
+
+    @property
+    def resolved_static_model_path(self) -> Path:
+        """The static model's directory: MNEMOFLOW_STATIC_MODEL_PATH, or where `make static-model` puts it."""
+        return self.static_model_path or self.data_dir / "models" / "minilm-static-256"
 
     @property
     def score_weights(self) -> tuple[float, float, float, float]:

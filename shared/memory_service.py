@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from shared import sectors as sector_rules
 from shared.config import Settings
 from shared.embedding import EmbeddingProvider
+from shared.embedding.calls import EmbedCall, embed_query_timed, embed_timed
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.retrieval import Candidate, expand_one_hop, fuse, score_candidate
 from shared.schemas import MemoryCreate, QueryFilters
@@ -27,15 +28,8 @@ from shared.scoring import ScoreWeights
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.storage.memories import MemoryFilter, NewMemory
+from shared.storage.models import guard_store_model
 from shared.text import content_hash, normalize_content
-
-
-class EmbeddingFailed(RuntimeError):
-    """The provider could not embed a batch; carries what embed_logs records."""
-
-    def __init__(self, provider: str, model: str, count: int, latency_ms: float, error: BaseException) -> None:
-        super().__init__(f"{provider} embedding of {count} texts failed: {error}")
-        self.provider, self.model, self.count, self.latency_ms = provider, model, count, latency_ms
 
 
 @dataclass
@@ -102,15 +96,10 @@ class MemoryEngine:
         if len(json.dumps(metadata)) > s.max_metadata_bytes:
             raise InvalidInput(f"{where}: metadata is larger than {s.max_metadata_bytes:,} bytes of JSON")
 
-    def prepare(self, items: Sequence[MemoryCreate], user_id: str) -> list[NewMemory]:
-        """Classify, hash and embed a batch of items (one model call for the whole batch)."""
+    def prepare(self, items: Sequence[MemoryCreate], user_id: str) -> tuple[list[NewMemory], EmbedCall]:
+        """Classify, hash and embed a batch of items (one provider call for the whole batch)."""
         texts = [normalize_content(item.content) for item in items]
-        started = time.perf_counter()
-        try:
-            vectors = self.embedder.embed(texts)
-        except Exception as exc:
-            elapsed = (time.perf_counter() - started) * 1000
-            raise EmbeddingFailed(self.embedder.name, self.embedder.model, len(texts), elapsed, exc) from exc
+        vectors, call = embed_timed(self.embedder, texts)
         prepared = []
         for item, text_, vector in zip(items, texts, vectors, strict=True):
             cls = sector_rules.classify(text_)
@@ -138,7 +127,7 @@ class MemoryEngine:
                     embedding=np.asarray(vector, dtype=np.float32),
                 )
             )
-        return prepared
+        return prepared, call
 
     def store(self, session: Session, memories: Sequence[NewMemory], *, settle: bool) -> list[store.StoredRef]:
         """Insert prepared memories (idempotent on user + content).
@@ -147,6 +136,7 @@ class MemoryEngine:
         to its best match now. settle=False (bulk): vectors land in the fresh tier at COPY speed, are
         searched exactly at once, and `merge_fresh` indexes and links them in the background.
         """
+        guard_store_model(session, self.embedder)
         refs = store.insert_memories(session, memories, model=self.embedder.model, indexed=settle)
         if settle:
             by_sector: dict[str, list[uuid.UUID]] = defaultdict(list)
@@ -161,7 +151,12 @@ class MemoryEngine:
         store.count_terms(session, [i for ids in by_sector.values() for i in ids], sign=1)
         return sum(
             store.link_to_best_match(
-                session, ids, sector, dim=self.embedder.dim, threshold=self.settings.waypoint_threshold
+                session,
+                ids,
+                sector,
+                dim=self.embedder.dim,
+                model=self.embedder.model,
+                threshold=self.settings.waypoint_threshold,
             )
             for sector, ids in by_sector.items()
         )
@@ -180,7 +175,8 @@ class MemoryEngine:
     def add(self, session: Session, user_id: str, item: MemoryCreate) -> tuple[dict[str, Any], bool]:
         """Store one memory now; returns (memory, deduplicated)."""
         self.validate_item(item)
-        prepared = self.prepare([item], user_id)
+        prepared, call = self.prepare([item], user_id)
+        job_store.log_embedding(session, call, purpose="add")
         (ref,) = self.store(session, prepared, settle=True)
         memory = store.get_memory(session, user_id, ref.id)
         assert memory is not None
@@ -197,7 +193,9 @@ class MemoryEngine:
         if content is not None and normalize_content(content) != normalize_content(current["content"]):
             self._check_content(content, "content")
             item = MemoryCreate(content=content, tags=current["tags"], metadata=current["metadata"])
-            (prepared,) = self.prepare([item], user_id)
+            (prepared,), call = self.prepare([item], user_id)
+            job_store.log_embedding(session, call, purpose="update")
+            guard_store_model(session, self.embedder)
             owner = store.content_hash_owner(session, user_id, prepared.content_hash)
             if owner is not None and owner != memory_id:
                 raise Conflict(f"another memory ({owner}) already has this content", details={"id": str(owner)})
@@ -229,17 +227,8 @@ class MemoryEngine:
         job = job_store.get_job(session, job_id)
         assert job is not None
         items = [MemoryCreate.model_validate(raw) for raw in chunk["items"]]
-        started = time.perf_counter()
-        prepared = self.prepare(items, job["user_id"])
-        job_store.log_embedding(
-            session,
-            provider=self.embedder.name,
-            model=self.embedder.model,
-            status="completed",
-            item_count=len(items),
-            latency_ms=(time.perf_counter() - started) * 1000,
-            job_id=job_id,
-        )
+        prepared, call = self.prepare(items, job["user_id"])
+        job_store.log_embedding(session, call, purpose="batch", job_id=job_id)
         refs = self.store(session, prepared, settle=False)
         created = sum(1 for r in refs if r.created)
         return job_store.complete_chunk(
@@ -272,7 +261,10 @@ class MemoryEngine:
         )
         pool = k * s.candidate_multiplier
         watch = _Stopwatch()
-        query_vector = self.query_embedder.embed([normalize_content(query)])[0]
+        vectors, call = embed_query_timed(self.query_embedder, [normalize_content(query)])
+        query_vector = vectors[0]
+        if call is not None:  # a model call, not a cache hit: recorded without waiting for the disk
+            job_store.log_embedding(session, call, purpose="query", synchronous=False)
         watch.lap("embed")
         lexical = store.lexical_candidates(session, user_id, query, limit=pool, where=where, params=self.lexical)
         watch.lap("lexical")
@@ -283,6 +275,7 @@ class MemoryEngine:
             sectors=wanted_sectors or sector_rules.SECTORS,
             limit=pool,
             where=where,
+            model=self.embedder.model,
         )
         dense = [(memory_id, sim) for memory_id, sim in dense if sim >= s.dense_min_similarity]
         watch.lap("dense")
@@ -292,6 +285,7 @@ class MemoryEngine:
             user_id,
             list(seeds),
             query_vector,
+            model=self.embedder.model,
             known_cosine=[i for i, c in seeds.items() if c.dense_similarity is not None],
         )
         watch.lap("fetch")

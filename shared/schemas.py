@@ -249,3 +249,14 @@ class MemoryPage(BaseModel):
     total: int
     offset: int
     limit: int
+
+
+class ReembedRequest(BaseModel):
+    """Convert the whole store to another embedding model (operator action)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["synthetic", "local", "static", "openai", "ollama"]
+    dimensions: int | None = Field(
+        default=None, ge=8, le=4000, description="required for HTTP providers; others know their own"
+    )

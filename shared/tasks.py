@@ -33,6 +33,10 @@ class TaskName(StrEnum):
     SWEEP_JOBS = "mnemoflow.jobs.sweep"
     PRUNE_WAYPOINTS = "mnemoflow.waypoints.prune"
     MERGE_FRESH = "mnemoflow.vectors.merge_fresh"
+    REEMBED_PLAN = "mnemoflow.reembed.plan"
+    REEMBED_CHUNK = "mnemoflow.reembed.chunk"
+    REEMBED_FINISH = "mnemoflow.reembed.finish"
+    PRUNE_EMBED_LOGS = "mnemoflow.embed_logs.prune"
 
 
 # Where a task goes when the caller does not say (sector tasks always name their queue).
@@ -41,4 +45,7 @@ DEFAULT_QUEUE: dict[str, str] = {  # values are Queue members (str)
     TaskName.SWEEP_JOBS: Queue.MAINTENANCE,
     TaskName.PRUNE_WAYPOINTS: Queue.MAINTENANCE,
     TaskName.MERGE_FRESH: Queue.MAINTENANCE,
+    TaskName.REEMBED_PLAN: Queue.MAINTENANCE,
+    TaskName.REEMBED_FINISH: Queue.MAINTENANCE,
+    TaskName.PRUNE_EMBED_LOGS: Queue.MAINTENANCE,
 }

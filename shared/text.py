@@ -9,8 +9,7 @@ import unicodedata
 
 _WHITESPACE = re.compile(r"\s+")
 # Characters a tokenizer spends about one token on each (membox's estimate counts them singly).
-_CJK = re.compile(
-    "["
+_CJK_RANGES = (
     "\u1100-\u11ff"  # Hangul Jamo
     "\u3000-\u303f"  # CJK symbols and punctuation
     "\u3040-\u309f"  # Hiragana
@@ -22,8 +21,10 @@ _CJK = re.compile(
     "\uf900-\ufaff"  # CJK compatibility ideographs
     "\uff00-\uffef"  # half-width and full-width forms
     "\U00020000-\U0003134f"  # CJK Unified Ideographs Extensions B-G and compatibility supplement
-    "]"
 )
+_CJK = re.compile(f"[{_CJK_RANGES}]")
+# Units a window boundary may fall between: one CJK character, or a run of up to 64 other non-space characters.
+_PIECE = re.compile(f"[{_CJK_RANGES}]|[^\\s{_CJK_RANGES}]{{1,64}}")
 
 
 def normalize_content(text: str) -> str:
@@ -40,3 +41,32 @@ def estimate_tokens(text: str) -> int:
     """membox's estimate: one token per CJK character plus one per four other characters, rounded up."""
     cjk = len(_CJK.findall(text))
     return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+def split_by_estimate(text: str, window_tokens: int, overlap_tokens: int) -> list[str]:
+    """Overlapping windows of at most ~`window_tokens` estimated tokens (for providers without a tokenizer here).
+
+    Boundaries fall between words (or CJK characters); consecutive windows share ~`overlap_tokens`.
+    """
+    if estimate_tokens(text) <= window_tokens:
+        return [text]
+    pieces = [
+        (m.start(), m.end(), 1 if _CJK.fullmatch(m.group()) else math.ceil((len(m.group()) + 1) / 4))
+        for m in _PIECE.finditer(text)
+    ]
+    windows: list[str] = []
+    start = 0
+    while start < len(pieces):
+        end, used = start, 0
+        while end < len(pieces) and (end == start or used + pieces[end][2] <= window_tokens):
+            used += pieces[end][2]
+            end += 1
+        windows.append(text[pieces[start][0] : pieces[end - 1][1]])
+        if end == len(pieces):
+            break
+        next_start, shared = end, 0
+        while next_start > start + 1 and shared + pieces[next_start - 1][2] <= overlap_tokens:
+            next_start -= 1
+            shared += pieces[next_start][2]
+        start = next_start
+    return windows

@@ -46,7 +46,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     database_url = recreate_database(admin_url, TEST_DATABASE)
     upgrade(database_url)
     try:
-        yield {"database_url": database_url, "redis_url": redis_url}
+        yield {"database_url": database_url, "redis_url": redis_url, "admin_url": admin_url}
     finally:
         if redis_server:
             redis_server.stop()
@@ -72,6 +72,25 @@ def db(settings: Settings) -> Iterator[object]:
     database = Database(create_db_engine(settings, "mnemoflow.tests", pool_size=4))
     yield database
     database.dispose()
+
+
+@pytest.fixture(scope="session")
+def make_store(servers: dict[str, str]) -> Iterator[object]:
+    """Factory of extra migrated databases, for tests that need a store of their own (another model, say)."""
+    from shared.db import Database, create_db_engine
+
+    opened: list[Database] = []
+
+    def make(name: str) -> tuple[str, Database]:
+        url = recreate_database(servers["admin_url"], f"mnemoflow_test_{name}")
+        upgrade(url)
+        database = Database(create_db_engine(Settings(database_url=url), f"mnemoflow.tests.{name}", pool_size=2))
+        opened.append(database)
+        return url, database
+
+    yield make
+    for database in opened:
+        database.dispose()
 
 
 @pytest.fixture

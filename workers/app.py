@@ -10,11 +10,12 @@ from celery import signals
 
 from shared.config import get_settings
 from shared.db import Database, create_db_engine
-from shared.embedding.factory import create_embedder
+from shared.embedding import EmbeddingProvider
+from shared.embedding.factory import create_embedder, embedder_for
 from shared.logs import configure_logging
 from shared.memory_service import MemoryEngine
 from shared.queueing import make_celery
-from shared.storage.models import ensure_store_model
+from shared.storage.models import StoreModel, ensure_store_model
 from shared.tasks import TaskName
 
 settings = get_settings()
@@ -22,6 +23,7 @@ app = make_celery(settings, "mnemoflow.worker")
 app.conf.beat_schedule = {
     "sweep-stalled-jobs": {"task": TaskName.SWEEP_JOBS, "schedule": settings.sweep_interval_seconds},
     "merge-fresh-vectors": {"task": TaskName.MERGE_FRESH, "schedule": 60.0},
+    "prune-embed-logs": {"task": TaskName.PRUNE_EMBED_LOGS, "schedule": 86400.0},
     "prune-waypoints": {
         "task": TaskName.PRUNE_WAYPOINTS,
         "schedule": settings.waypoint_prune_interval_days * 86400,
@@ -38,6 +40,7 @@ class WorkerContext:
     db: Database | None = None
     engine: MemoryEngine | None = None
     redis: redis.Redis | None = None
+    targets: dict[StoreModel, EmbeddingProvider] = {}  # re-embed targets, loaded on first use
 
     @classmethod
     def open(cls) -> None:
@@ -45,7 +48,9 @@ class WorkerContext:
             cls.db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2))
             embedder = create_embedder(settings)
             with cls.db.session() as session:
-                ensure_store_model(session, embedder)
+                ensure_store_model(
+                    session, embedder, hnsw_m=settings.hnsw_m, hnsw_ef_construction=settings.hnsw_ef_construction
+                )
             cls.engine = MemoryEngine(settings, embedder)
             cls.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=5)
 
@@ -58,6 +63,7 @@ class WorkerContext:
         cls.db = None
         cls.engine = None
         cls.redis = None
+        cls.targets = {}
 
 
 @signals.setup_logging.connect
@@ -86,3 +92,20 @@ def context() -> tuple[Database, MemoryEngine]:
     WorkerContext.open()
     assert WorkerContext.db is not None and WorkerContext.engine is not None
     return WorkerContext.db, WorkerContext.engine
+
+
+def target_embedder(target: StoreModel) -> EmbeddingProvider:
+    """The provider a re-embed job asks for, built from this worker's settings (keys, URLs, model paths)."""
+    embedder = WorkerContext.targets.get(target)
+    if embedder is None:
+        _, engine = context()
+        current = engine.embedder
+        same = (current.name, current.model, current.dim) == (target.provider, target.model, target.dim)
+        embedder = current if same else embedder_for(settings, target.provider, dim=target.dim)
+        if (embedder.model, embedder.dim) != (target.model, target.dim):
+            raise ValueError(
+                f"this worker's {target.provider} provider makes model {embedder.model!r} ({embedder.dim} dimensions), "
+                f"but the re-embed job wants {target.model!r} ({target.dim}); configure the workers like the gateway"
+            )
+        WorkerContext.targets[target] = embedder
+    return embedder

@@ -5,64 +5,118 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from celery import Task
 from sqlalchemy import text
+from sqlalchemy.orm import Session
 
-from shared.memory_service import EmbeddingFailed
+from shared import reembed
+from shared.embedding.calls import EmbeddingFailed
+from shared.embedding.local import ModelUnavailable
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.tasks import TaskName, embed_queue
-from workers.app import app, context, redis_client, settings
+from workers.app import app, context, redis_client, settings, target_embedder
 
 log = logging.getLogger("mnemoflow.worker")
 
 
-@app.task(name=TaskName.STORE_CHUNK, bind=True, max_retries=None)
-def store_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
-    """Embed and store one chunk of a batch job; a redelivered or duplicate message finds it done."""
-    db, engine = context()
+def _run_chunk(
+    task: Task, job_id: str, seq: int, work: Callable[[Session, uuid.UUID, int], Any]
+) -> tuple[dict[str, Any], Any]:
+    """Count the attempt, run `work` in one transaction, and on error record it and retry with backoff.
+
+    Returns the task's result and what `work` returned (None when skipped or failed for good).
+    """
+    db, _ = context()
     job = uuid.UUID(job_id)
     with db.session() as session:
         attempts = job_store.start_attempt(session, job, seq)
     if attempts is None:
         log.info("job %s chunk %s is not pending (done or failed); nothing to do", job_id, seq)
-        return {"job_id": job_id, "seq": seq, "status": "skipped"}
+        return {"job_id": job_id, "seq": seq, "status": "skipped"}, None
     if attempts > settings.job_max_attempts:  # e.g. it killed the worker every time
         with db.session() as session:
             job_store.fail_chunk(
                 session, job, seq, error=f"gave up after {attempts - 1} attempts (worker lost?)", final=True
             )
-        return {"job_id": job_id, "seq": seq, "status": "failed"}
+        return {"job_id": job_id, "seq": seq, "status": "failed"}, None
     try:
         with db.session() as session:
-            status = engine.store_chunk(session, job, seq)
+            outcome = work(session, job, seq)
     except Exception as exc:
-        final = attempts >= settings.job_max_attempts
+        final = attempts >= settings.job_max_attempts or isinstance(exc, ModelUnavailable)
         with db.session() as session:
             if isinstance(exc, EmbeddingFailed):
-                job_store.log_embedding(
-                    session,
-                    provider=exc.provider,
-                    model=exc.model,
-                    status="failed",
-                    item_count=exc.count,
-                    latency_ms=exc.latency_ms,
-                    error=str(exc.__cause__ or exc)[:2000],
-                    job_id=job,
-                )
+                job_store.log_embedding(session, exc.call, purpose="chunk", job_id=job)
             job_store.fail_chunk(session, job, seq, error=f"{type(exc).__name__}: {exc}", final=final)
         if final:
             log.error("job %s chunk %s failed for good after %s attempts: %s", job_id, seq, attempts, exc)
-            return {"job_id": job_id, "seq": seq, "status": "failed"}
+            return {"job_id": job_id, "seq": seq, "status": "failed"}, None
         log.warning("job %s chunk %s attempt %s failed, retrying: %s", job_id, seq, attempts, exc)
-        raise self.retry(exc=exc, countdown=min(60, 2**attempts)) from exc
-    if status is None:
+        raise task.retry(exc=exc, countdown=min(60, 2**attempts)) from exc
+    if outcome is None:
         log.info("job %s chunk %s is held by another worker; leaving it", job_id, seq)
-    else:
+    return {"job_id": job_id, "seq": seq, "status": "done" if outcome is not None else "held"}, outcome
+
+
+@app.task(name=TaskName.STORE_CHUNK, bind=True, max_retries=None)
+def store_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
+    """Embed and store one chunk of a batch job; a redelivered or duplicate message finds it done."""
+    _, engine = context()
+    result, status = _run_chunk(self, job_id, seq, engine.store_chunk)
+    if status is not None:
         schedule_merge()
-    return {"job_id": job_id, "seq": seq, "status": status}
+        result["job_status"] = status
+    return result
+
+
+@app.task(name=TaskName.REEMBED_PLAN)
+def reembed_plan(job_id: str) -> dict[str, Any]:
+    """Split what is left to re-embed into chunks on the sector queues (or finish when nothing is left)."""
+    db, _ = context()
+    with db.session() as session:
+        chunks = reembed.plan_round(session, uuid.UUID(job_id))
+    for chunk in chunks:
+        app.send_task(
+            TaskName.REEMBED_CHUNK, kwargs={"job_id": job_id, "seq": chunk.seq}, queue=embed_queue(chunk.sector)
+        )
+    if not chunks:
+        app.send_task(TaskName.REEMBED_FINISH, kwargs={"job_id": job_id})
+    log.info("[reembed] job %s: planned %d chunk(s)", job_id, len(chunks))
+    return {"job_id": job_id, "chunks": len(chunks)}
+
+
+@app.task(name=TaskName.REEMBED_CHUNK, bind=True, max_retries=None)
+def reembed_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
+    """Re-embed one chunk of memories with the job's target model; the last chunk asks for the switch."""
+    db, _ = context()
+    with db.session() as session:
+        job = job_store.get_job(session, uuid.UUID(job_id))
+    if job is None:
+        return {"job_id": job_id, "seq": seq, "status": "missing"}
+
+    def work(session: Session, job_uuid: uuid.UUID, chunk_seq: int) -> bool | None:
+        return reembed.process_chunk(session, job_uuid, chunk_seq, target_embedder(reembed.target_of(job)))
+
+    result, all_done = _run_chunk(self, job_id, seq, work)
+    if all_done:
+        app.send_task(TaskName.REEMBED_FINISH, kwargs={"job_id": job_id})
+    return result
+
+
+@app.task(name=TaskName.REEMBED_FINISH)
+def reembed_finish(job_id: str) -> dict[str, Any]:
+    """Switch the store to the new model once nothing else is left; otherwise plan another round."""
+    db, _ = context()
+    with db.session() as session:
+        outcome = reembed.finish(session, uuid.UUID(job_id))
+    if outcome == "replan":
+        app.send_task(TaskName.REEMBED_PLAN, kwargs={"job_id": job_id})
+    log.info("[reembed] job %s: %s", job_id, outcome)
+    return {"job_id": job_id, "outcome": outcome}
 
 
 MERGE_PENDING_KEY = "mnemoflow:merge:pending"
@@ -131,15 +185,28 @@ def sweep_jobs() -> dict[str, Any]:
     with db.session() as session:
         stalled = job_store.stalled_chunks(session, older_than_seconds=settings.job_stall_seconds)
         job_store.mark_enqueued(session, stalled)
+        idle = job_store.idle_open_jobs(session, reembed.JOB_KIND, older_than_seconds=settings.job_stall_seconds)
+        for job in idle:
+            job_store.touch_job(session, job["id"])
     for chunk in stalled:
-        app.send_task(
-            TaskName.STORE_CHUNK,
-            kwargs={"job_id": str(chunk.job_id), "seq": chunk.seq},
-            queue=embed_queue(chunk.sector),
-        )
-    if stalled:
-        log.warning("sweeper re-sent %d stalled chunk(s)", len(stalled))
-    return {"resent": len(stalled)}
+        task = TaskName.REEMBED_CHUNK if chunk.kind == reembed.JOB_KIND else TaskName.STORE_CHUNK
+        app.send_task(task, kwargs={"job_id": str(chunk.job_id), "seq": chunk.seq}, queue=embed_queue(chunk.sector))
+    for job in idle:  # its planning or its final step was lost: the job knows which one is due
+        step = TaskName.REEMBED_PLAN if job["progress_total"] == 0 else TaskName.REEMBED_FINISH
+        app.send_task(step, kwargs={"job_id": str(job["id"])})
+    if stalled or idle:
+        log.warning("sweeper re-sent %d stalled chunk(s) and %d stalled job step(s)", len(stalled), len(idle))
+    return {"resent": len(stalled), "job_steps": len(idle)}
+
+
+@app.task(name=TaskName.PRUNE_EMBED_LOGS)
+def prune_embed_logs() -> dict[str, Any]:
+    """Keep embed_logs to the retention period (MNEMOFLOW_EMBED_LOG_RETENTION_DAYS)."""
+    db, _ = context()
+    with db.session() as session:
+        removed = job_store.prune_embed_logs(session, older_than_days=settings.embed_log_retention_days)
+    log.info("[embed_logs] removed %d rows older than %s days", removed, settings.embed_log_retention_days)
+    return {"removed": removed}
 
 
 @app.task(name=TaskName.PRUNE_WAYPOINTS)

@@ -75,7 +75,9 @@ class Stack:
         db = Database(create_db_engine(settings, "mnemoflow.launcher", pool_size=1))
         try:
             with db.session() as session:
-                ensure_store_model(session, embedder)
+                ensure_store_model(
+                    session, embedder, hnsw_m=settings.hnsw_m, hnsw_ef_construction=settings.hnsw_ef_construction
+                )
         except MnemoflowError as exc:
             raise RuntimeError(exc.message) from exc
         finally:

@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway import metrics
 from services.gateway.errors import error_body, install_error_handlers
-from services.gateway.routers import memory, system
+from services.gateway.routers import maintenance, memory, system
 from services.gateway.state import GatewayState
 from shared import __version__
 from shared.config import Settings, get_settings
@@ -84,7 +84,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         db = Database(create_db_engine(settings, "mnemoflow.gateway"))
         embedder = create_embedder(settings)
         with db.session() as session:
-            ensure_store_model(session, embedder)
+            ensure_store_model(
+                session, embedder, hnsw_m=settings.hnsw_m, hnsw_ef_construction=settings.hnsw_ef_construction
+            )
         redis_client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2, socket_connect_timeout=2)
         app.state.mnemoflow = GatewayState(
             settings=settings,
@@ -117,6 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(memory.router)
+    app.include_router(maintenance.router)
 
     @app.middleware("http")
     async def observe(request: Request, call_next):

@@ -31,9 +31,17 @@ SessionDep = Annotated[Session, Depends(get_session)]
 class Principal:
     """Who is calling: the tenant bound to their API key, or anyone when no keys are configured."""
 
-    def __init__(self, bound_tenant: str | None, default_user_id: str) -> None:
+    def __init__(self, bound_tenant: str | None, default_user_id: str, *, is_admin: bool = False) -> None:
         self.bound_tenant = bound_tenant
         self.default_user_id = default_user_id
+        self.is_admin = is_admin
+
+    def require_admin(self) -> None:
+        """Store-wide actions need the operator key (MNEMOFLOW_ADMIN_API_KEY) once API keys are configured."""
+        if not self.is_admin:
+            raise Forbidden(
+                "this action concerns the whole store: call it with the operator key (MNEMOFLOW_ADMIN_API_KEY)"
+            )
 
     def tenant(self, *requested: str | None) -> str:
         """The tenant this request acts for; a key bound to another tenant gets 403."""
@@ -50,14 +58,17 @@ class Principal:
 
 def get_principal(request: Request, state: StateDep) -> Principal:
     keys = state.settings.all_api_keys
-    if not keys:
-        return Principal(None, state.settings.default_user_id)
+    admin = state.settings.admin_api_key
+    if not keys and admin is None:
+        return Principal(None, state.settings.default_user_id, is_admin=True)
     presented = request.headers.get("x-api-key")
     auth = request.headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         presented = auth[7:].strip()
     if not presented:
         raise Unauthorized("this server requires an API key: send 'Authorization: Bearer <key>' or 'x-api-key'")
+    if admin is not None and hmac.compare_digest(admin.get_secret_value().encode(), presented.encode()):
+        return Principal(None, state.settings.default_user_id, is_admin=True)
     for key, tenant in keys.items():
         if hmac.compare_digest(key.encode(), presented.encode()):
             return Principal(tenant, state.settings.default_user_id)

@@ -8,9 +8,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from shared.embedding.calls import EmbeddingFailed
 from shared.errors import MnemoflowError
+from shared.storage import jobs as job_store
 
 log = logging.getLogger("mnemoflow.gateway")
 
@@ -33,6 +36,29 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(MnemoflowError)
     async def _domain(_: Request, exc: MnemoflowError) -> JSONResponse:
         return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=exc.status_code)
+
+    @app.exception_handler(EmbeddingFailed)
+    async def _embedding(request: Request, exc: EmbeddingFailed) -> JSONResponse:
+        # The request's transaction rolled back; the failed call is recorded in a session of its own.
+        state = request.app.state.mnemoflow
+
+        def record() -> None:
+            with state.db.session() as session:
+                job_store.log_embedding(session, exc.call, purpose=request.url.path.rsplit("/", 1)[-1])
+
+        try:
+            await run_in_threadpool(record)
+        except Exception:
+            log.exception("could not record a failed embedding call")
+        log.warning("embedding provider failed on %s: %s", request.url.path, exc.call.error)
+        return JSONResponse(
+            error_body(
+                "embedding_unavailable",
+                f"the embedding provider ({exc.call.provider}, model {exc.call.model}) failed: {exc.call.error}. "
+                "Nothing was written; retry later or check the provider (GET /health).",
+            ),
+            status_code=503,
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -10,6 +10,7 @@ import numpy as np
 import redis
 
 from shared.embedding.base import EmbeddingProvider
+from shared.embedding.calls import EmbedCall, embed_timed
 
 log = logging.getLogger("mnemoflow.embedding")
 
@@ -30,12 +31,16 @@ class CachedEmbedder:
         return self.prefix + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_logged(texts)[0]
+
+    def embed_logged(self, texts: Sequence[str]) -> tuple[np.ndarray, EmbedCall | None]:
+        """The vectors, and the record of the model call for the texts not in the cache (None if all were)."""
         keys = [self.key(t) for t in texts]
         try:
             cached = self.client.mget(keys)
         except redis.RedisError as exc:
             log.warning("query-embedding cache unavailable (%s); embedding without it", exc)
-            return self.inner.embed(texts)
+            return embed_timed(self.inner, texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         missing = []
         for i, raw in enumerate(cached):
@@ -43,8 +48,9 @@ class CachedEmbedder:
                 out[i] = np.frombuffer(raw, dtype=np.float32)
             else:
                 missing.append(i)
+        call = None
         if missing:
-            fresh = self.inner.embed([texts[i] for i in missing])
+            fresh, call = embed_timed(self.inner, [texts[i] for i in missing])
             out[missing] = fresh
             try:
                 with self.client.pipeline(transaction=False) as pipe:
@@ -53,4 +59,4 @@ class CachedEmbedder:
                     pipe.execute()
             except redis.RedisError as exc:
                 log.warning("could not store query embeddings in the cache: %s", exc)
-        return out
+        return out, call

@@ -1,4 +1,4 @@
-"""Build the configured embedding provider."""
+"""Build the configured embedding provider (or another one, for a re-embed)."""
 
 from __future__ import annotations
 
@@ -6,39 +6,67 @@ from shared.config import Settings
 from shared.embedding.base import EmbeddingProvider
 from shared.embedding.synthetic import SyntheticEmbedder
 
+PROVIDERS = ("synthetic", "local", "static", "openai", "ollama")
+SYNTHETIC_DEFAULT_DIM = 384
+
 
 def create_embedder(settings: Settings) -> EmbeddingProvider:
-    """The configured provider; its dimension must be the store's (MNEMOFLOW_VECTOR_DIM)."""
-    if settings.embedding_provider == "synthetic":
-        return SyntheticEmbedder(dim=settings.vector_dim)
-    if settings.embedding_provider == "local":
+    """The configured provider (MNEMOFLOW_EMBEDDING_PROVIDER)."""
+    return embedder_for(settings, settings.embedding_provider, dim=settings.vector_dim)
+
+
+def embedder_for(settings: Settings, provider: str, *, dim: int | None) -> EmbeddingProvider:
+    """Provider `provider` with this process's settings; `dim` is required only where the model cannot tell it.
+
+    Models that know their dimension (local, static) refuse a `dim` that differs from it.
+    """
+    if provider == "synthetic":
+        return SyntheticEmbedder(dim=dim or SYNTHETIC_DEFAULT_DIM)
+    if provider == "local":
         from shared.embedding.local import LocalOnnxEmbedder
 
-        embedder = LocalOnnxEmbedder(
-            window_tokens=settings.local_window_tokens,
-            overlap_tokens=settings.local_overlap_tokens,
-            batch_size=settings.local_batch_size,
-            threads=settings.local_threads,
+        return _checked(
+            LocalOnnxEmbedder(
+                window_tokens=settings.local_window_tokens,
+                overlap_tokens=settings.local_overlap_tokens,
+                batch_size=settings.local_batch_size,
+                threads=settings.local_threads,
+            ),
+            dim,
         )
-        if embedder.dim != settings.vector_dim:
-            raise ValueError(
-                f"the local model makes {embedder.dim}-dimensional vectors but MNEMOFLOW_VECTOR_DIM is "
-                f"{settings.vector_dim}; set MNEMOFLOW_VECTOR_DIM={embedder.dim} for a new store"
-            )
-        return embedder
-    if settings.embedding_provider in ("openai", "ollama"):
+    if provider == "static":
+        from shared.embedding.static import StaticEmbedder
+
+        return _checked(StaticEmbedder(settings.resolved_static_model_path), dim)
+    if provider in ("openai", "ollama"):
         from shared.embedding.http import HttpEmbedder
 
-        openai = settings.embedding_provider == "openai"
+        if dim is None:
+            raise ValueError(
+                f"the {provider} provider needs MNEMOFLOW_VECTOR_DIM set to its model's dimension "
+                "(e.g. 1536 for text-embedding-3-small, 768 for nomic-embed-text)"
+            )
+        openai = provider == "openai"
         key = settings.openai_api_key.get_secret_value() if openai and settings.openai_api_key else None
         return HttpEmbedder(
-            api=settings.embedding_provider,
+            api="openai" if openai else "ollama",
             base_url=settings.openai_base_url if openai else settings.ollama_url,
             model=settings.openai_model if openai else settings.ollama_model,
-            dim=settings.vector_dim,
+            dim=dim,
             api_key=key,
             batch_size=settings.http_embed_batch_size,
             timeout_seconds=settings.http_embed_timeout_seconds,
             max_attempts=settings.http_embed_max_attempts,
+            window_tokens=settings.http_window_tokens,
+            overlap_tokens=settings.http_overlap_tokens,
         )
-    raise ValueError(f"unknown embedding provider {settings.embedding_provider!r}")
+    raise ValueError(f"unknown embedding provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+
+
+def _checked(embedder: EmbeddingProvider, dim: int | None) -> EmbeddingProvider:
+    if dim is not None and embedder.dim != dim:
+        raise ValueError(
+            f"the {embedder.name} model makes {embedder.dim}-dimensional vectors but MNEMOFLOW_VECTOR_DIM is "
+            f"{dim}; set MNEMOFLOW_VECTOR_DIM={embedder.dim} or leave it unset"
+        )
+    return embedder

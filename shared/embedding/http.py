@@ -2,6 +2,8 @@
 
 Batched, retried with exponential backoff on connection errors, 429 and 5xx (tenacity); other 4xx are
 the caller's to fix and fail at once with the server's message. API keys are never logged.
+Texts longer than a window (architecture seed: 512 tokens, 50 overlap; tokens estimated, since the
+server's tokenizer is not here) are split into overlapping windows whose vectors are mean-pooled.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from shared.embedding.base import normalize_rows
+from shared.text import split_by_estimate
 
 
 class EmbeddingServiceError(RuntimeError):
@@ -43,12 +46,15 @@ class HttpEmbedder:
         timeout_seconds: float = 30.0,
         max_attempts: int = 5,
         backoff_seconds: float = 0.5,
+        window_tokens: int = 512,
+        overlap_tokens: int = 50,
     ) -> None:
         self.name: str = api
         self.model = model
         self.dim = dim
         self.api = api
         self.batch_size = batch_size
+        self.window_tokens, self.overlap_tokens = window_tokens, overlap_tokens
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_seconds)
         self._post = retry(
@@ -59,10 +65,20 @@ class HttpEmbedder:
         )(self._post_once)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        owners: list[int] = []
+        pieces: list[str] = []
+        for row, text in enumerate(texts):
+            windows = split_by_estimate(text, self.window_tokens, self.overlap_tokens)
+            owners.extend([row] * len(windows))
+            pieces.extend(windows)
         rows: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            rows.extend(self._post(list(texts[start : start + self.batch_size])))
-        matrix = np.asarray(rows, dtype=np.float32).reshape(len(texts), -1) if rows else np.zeros((0, self.dim))
+        for start in range(0, len(pieces), self.batch_size):
+            rows.extend(self._post(pieces[start : start + self.batch_size]))
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = normalize_rows(np.asarray(rows, dtype=np.float32).reshape(len(pieces), -1))
+        matrix = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+        np.add.at(matrix, owners, vectors)  # a long text is the mean of its windows
         if matrix.shape[1] != self.dim:
             raise EmbeddingServiceError(
                 f"{self.name} model {self.model!r} returned {matrix.shape[1]}-dimensional vectors but the store "

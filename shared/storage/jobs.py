@@ -11,6 +11,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.embedding.calls import EmbedCall
+
 JOB_COLUMNS = (
     "id, user_id, kind, status, progress_done, progress_total, attempts, error, params, result, "
     "created_at, updated_at, started_at, finished_at"
@@ -29,6 +31,7 @@ class ChunkRef:
     job_id: uuid.UUID
     seq: int
     sector: str
+    kind: str = "batch"
 
 
 def create_job(
@@ -135,8 +138,13 @@ def claim_chunk(session: Session, job_id: uuid.UUID, seq: int) -> dict[str, Any]
     return dict(row._mapping) if row else None
 
 
-def complete_chunk(session: Session, job_id: uuid.UUID, seq: int, *, done: int, result: dict[str, Any]) -> str:
-    """Mark a chunk done and advance its job; returns the job's status afterwards."""
+def complete_chunk(
+    session: Session, job_id: uuid.UUID, seq: int, *, done: int, result: dict[str, Any], finish_job: bool = True
+) -> str:
+    """Mark a chunk done and advance its job; returns the job's status afterwards.
+
+    finish_job=False: the job stays running after its last chunk (a final step of its own finishes it).
+    """
     session.execute(
         text(
             "UPDATE job_chunks SET status = 'done', done_at = now(), result = CAST(:result AS jsonb), items = '[]' "
@@ -144,7 +152,7 @@ def complete_chunk(session: Session, job_id: uuid.UUID, seq: int, *, done: int, 
         ),
         {"job_id": job_id, "seq": seq, "result": json.dumps(result)},
     )
-    return _advance_job(session, job_id, done=done)
+    return _advance_job(session, job_id, done=done, finish_job=finish_job)
 
 
 def fail_chunk(session: Session, job_id: uuid.UUID, seq: int, *, error: str, final: bool) -> None:
@@ -166,7 +174,7 @@ def fail_chunk(session: Session, job_id: uuid.UUID, seq: int, *, error: str, fin
         )
 
 
-def _advance_job(session: Session, job_id: uuid.UUID, *, done: int) -> str:
+def _advance_job(session: Session, job_id: uuid.UUID, *, done: int, finish_job: bool) -> str:
     status = session.execute(
         text(
             """
@@ -174,20 +182,95 @@ def _advance_job(session: Session, job_id: uuid.UUID, *, done: int) -> str:
                 progress_done = progress_done + :done,
                 status = CASE
                     WHEN status = 'failed' THEN 'failed'
-                    WHEN NOT EXISTS (SELECT 1 FROM job_chunks c WHERE c.job_id = :id AND c.status <> 'done')
-                        THEN 'succeeded'
+                    WHEN :finish AND NOT EXISTS (
+                        SELECT 1 FROM job_chunks c WHERE c.job_id = :id AND c.status <> 'done') THEN 'succeeded'
                     ELSE 'running' END,
                 finished_at = CASE
-                    WHEN NOT EXISTS (SELECT 1 FROM job_chunks c WHERE c.job_id = :id AND c.status <> 'done')
-                        THEN now() ELSE finished_at END,
+                    WHEN :finish AND NOT EXISTS (
+                        SELECT 1 FROM job_chunks c WHERE c.job_id = :id AND c.status <> 'done') THEN now()
+                    ELSE finished_at END,
                 updated_at = now()
             WHERE id = :id
             RETURNING status
             """
         ),
-        {"id": job_id, "done": done},
+        {"id": job_id, "done": done, "finish": finish_job},
     ).scalar_one()
     return str(status)
+
+
+def open_chunk_count(session: Session, job_id: uuid.UUID) -> int:
+    """Chunks of the job not done yet (pending or failed)."""
+    return int(
+        session.execute(
+            text("SELECT count(*) FROM job_chunks WHERE job_id = :id AND status <> 'done'"), {"id": job_id}
+        ).scalar_one()
+    )
+
+
+def next_seq(session: Session, job_id: uuid.UUID) -> int:
+    return int(
+        session.execute(
+            text("SELECT COALESCE(max(seq) + 1, 0) FROM job_chunks WHERE job_id = :id"), {"id": job_id}
+        ).scalar_one()
+    )
+
+
+def grow_job(session: Session, job_id: uuid.UUID, *, more_total: int, params: dict[str, Any]) -> None:
+    """Add work to a job (a later planning round) and merge `params` into its parameters."""
+    session.execute(
+        text(
+            "UPDATE jobs SET progress_total = progress_total + :more, params = params || CAST(:params AS jsonb), "
+            "status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, "
+            "started_at = COALESCE(started_at, now()), updated_at = now() WHERE id = :id"
+        ),
+        {"id": job_id, "more": more_total, "params": json.dumps(params)},
+    )
+
+
+def finish_job(
+    session: Session, job_id: uuid.UUID, *, status: str, result: dict[str, Any] | None = None, error: str | None = None
+) -> None:
+    """End an open job as succeeded or failed, with its result or error."""
+    session.execute(
+        text(
+            "UPDATE jobs SET status = :status, result = result || CAST(:result AS jsonb), error = :error, "
+            "finished_at = now(), updated_at = now() WHERE id = :id AND status IN ('queued', 'running')"
+        ),
+        {"id": job_id, "status": status, "result": json.dumps(result or {}), "error": error},
+    )
+
+
+def open_jobs(session: Session, kind: str) -> list[dict[str, Any]]:
+    """Queued or running jobs of one kind, oldest first."""
+    rows = session.execute(
+        text(
+            f"SELECT {JOB_COLUMNS} FROM jobs WHERE kind = :kind AND status IN ('queued', 'running') ORDER BY created_at"
+        ),
+        {"kind": kind},
+    ).all()
+    return [dict(r._mapping) for r in rows]
+
+
+def idle_open_jobs(session: Session, kind: str, *, older_than_seconds: int) -> list[dict[str, Any]]:
+    """Open jobs of one kind with no pending chunk and no progress for a while: a step's message was lost."""
+    rows = session.execute(
+        text(
+            f"""
+            SELECT {JOB_COLUMNS} FROM jobs j
+            WHERE kind = :kind AND status IN ('queued', 'running')
+              AND updated_at < now() - make_interval(secs => :age)
+              AND NOT EXISTS (SELECT 1 FROM job_chunks c WHERE c.job_id = j.id AND c.status = 'pending')
+            FOR UPDATE SKIP LOCKED
+            """
+        ),
+        {"kind": kind, "age": older_than_seconds},
+    ).all()
+    return [dict(r._mapping) for r in rows]
+
+
+def touch_job(session: Session, job_id: uuid.UUID) -> None:
+    session.execute(text("UPDATE jobs SET updated_at = now() WHERE id = :id"), {"id": job_id})
 
 
 def chunk_totals(session: Session, job_id: uuid.UUID) -> dict[str, int]:
@@ -207,16 +290,16 @@ def stalled_chunks(session: Session, *, older_than_seconds: int, limit: int = 10
     rows = session.execute(
         text(
             """
-            SELECT c.job_id, c.seq, c.sector FROM job_chunks c
+            SELECT c.job_id, c.seq, c.sector, j.kind FROM job_chunks c JOIN jobs j ON j.id = c.job_id
             WHERE c.status = 'pending' AND c.enqueued_at < now() - make_interval(secs => :age)
             ORDER BY c.enqueued_at
             LIMIT :limit
-            FOR UPDATE SKIP LOCKED
+            FOR UPDATE OF c SKIP LOCKED
             """
         ),
         {"age": older_than_seconds, "limit": limit},
     ).all()
-    return [ChunkRef(r.job_id, r.seq, r.sector) for r in rows]
+    return [ChunkRef(r.job_id, r.seq, r.sector, r.kind) for r in rows]
 
 
 def mark_enqueued(session: Session, chunks: Sequence[ChunkRef]) -> None:
@@ -241,28 +324,72 @@ def try_mark_event(session: Session, event_id: str) -> bool:
 
 
 def log_embedding(
-    session: Session,
-    *,
-    provider: str,
-    model: str,
-    status: str,
-    item_count: int,
-    latency_ms: float,
-    error: str | None = None,
-    job_id: uuid.UUID | None = None,
+    session: Session, call: EmbedCall, *, purpose: str, job_id: uuid.UUID | None = None, synchronous: bool = True
 ) -> None:
+    """One row of embed_logs for one provider call (model, status, latency, error); committed with the caller.
+
+    synchronous=False lets the caller's commit skip waiting for the WAL flush (a query's log line is not
+    worth a disk wait on the read path; a crash may lose the last few).
+    """
+    if not synchronous:
+        session.execute(text("SET LOCAL synchronous_commit = off"))
     session.execute(
         text(
-            "INSERT INTO embed_logs (provider, model, status, item_count, latency_ms, error, job_id) "
-            "VALUES (:provider, :model, :status, :count, :latency, :error, :job_id)"
+            "INSERT INTO embed_logs (provider, model, status, item_count, latency_ms, error, job_id, purpose) "
+            "VALUES (:provider, :model, :status, :count, :latency, :error, :job_id, :purpose)"
         ),
         {
-            "provider": provider,
-            "model": model,
-            "status": status,
-            "count": item_count,
-            "latency": latency_ms,
-            "error": error,
+            "provider": call.provider,
+            "model": call.model,
+            "status": call.status,
+            "count": call.item_count,
+            "latency": call.latency_ms,
+            "error": call.error,
             "job_id": job_id,
+            "purpose": purpose,
         },
     )
+
+
+def recent_embed_logs(session: Session, *, limit: int, status: str | None) -> list[dict[str, Any]]:
+    rows = session.execute(
+        text(
+            "SELECT id, provider, model, purpose, status, item_count, latency_ms, error, job_id, created_at "
+            "FROM embed_logs WHERE (CAST(:status AS text) IS NULL OR status = :status) "
+            "ORDER BY created_at DESC, id DESC LIMIT :limit"
+        ),
+        {"status": status, "limit": limit},
+    ).all()
+    return [dict(r._mapping) for r in rows]
+
+
+def embed_log_totals(session: Session, *, hours: float) -> list[dict[str, Any]]:
+    """Calls, items and latency percentiles per purpose and status over the last `hours`."""
+    rows = session.execute(
+        text(
+            "SELECT purpose, status, count(*) AS calls, sum(item_count) AS items, "
+            "percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) AS p50_ms, "
+            "percentile_cont(0.95) WITHIN GROUP (ORDER BY latency_ms) AS p95_ms "
+            "FROM embed_logs WHERE created_at > now() - make_interval(secs => :secs) GROUP BY purpose, status "
+            "ORDER BY purpose, status"
+        ),
+        {"secs": hours * 3600},
+    ).all()
+    return [
+        {
+            **dict(r._mapping),
+            "items": int(r.items),
+            "p50_ms": round(float(r.p50_ms), 3),
+            "p95_ms": round(float(r.p95_ms), 3),
+        }
+        for r in rows
+    ]
+
+
+def prune_embed_logs(session: Session, *, older_than_days: float) -> int:
+    """Delete embed_logs rows older than the retention period; returns how many."""
+    result = session.execute(
+        text("DELETE FROM embed_logs WHERE created_at < now() - make_interval(secs => :secs)"),
+        {"secs": older_than_days * 86400},
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -154,7 +154,9 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, model: s
             seen_new.add(memory_id)
             new_vectors.append((memory_id, m))
     if new_vectors:
-        _copy_vectors(session, new_vectors, model=model, indexed=indexed)
+        copy_vectors(
+            session, ((i, m.user_id, m.sectors, m.embedding) for i, m in new_vectors), model=model, indexed=indexed
+        )
 
     refs = []
     for m in memories:
@@ -174,7 +176,10 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, model: s
     return result
 
 
-def _copy_vectors(session: Session, rows: Iterable[tuple[uuid.UUID, NewMemory]], *, model: str, indexed: bool) -> None:
+VectorRows = Iterable[tuple[uuid.UUID, str, Sequence[str], np.ndarray]]  # memory id, user id, sectors, vector
+
+
+def copy_vectors(session: Session, rows: VectorRows, *, model: str, indexed: bool) -> None:
     """COPY the vectors (one per sector of each memory) in binary: the fastest way into the partitions."""
     raw = session.connection().connection.driver_connection
     assert raw is not None
@@ -186,14 +191,14 @@ def _copy_vectors(session: Session, rows: Iterable[tuple[uuid.UUID, NewMemory]],
         ) as copy,
     ):
         copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "vector"])
-        for memory_id, m in rows:
-            vector = Vector(np.asarray(m.embedding, dtype=np.float32))
-            for sector in m.sectors:
-                copy.write_row((memory_id, sector, m.user_id, int(m.embedding.shape[0]), model, indexed, vector))
+        for memory_id, user_id, sectors, embedding in rows:
+            vector = Vector(np.asarray(embedding, dtype=np.float32))
+            for sector in sectors:
+                copy.write_row((memory_id, sector, user_id, int(embedding.shape[0]), model, indexed, vector))
 
 
 def link_to_best_match(
-    session: Session, memory_ids: Sequence[uuid.UUID], sector: str, *, dim: int, threshold: float
+    session: Session, memory_ids: Sequence[uuid.UUID], sector: str, *, dim: int, model: str, threshold: float
 ) -> int:
     """Create each new memory's single waypoint to its most similar memory (cosine ≥ threshold).
 
@@ -213,11 +218,12 @@ def link_to_best_match(
                            1 - (v.embedding::vector({dim}) <=> n.embedding::vector({dim})) AS sim
                     FROM memory_vectors v
                     WHERE v.sector = :sector AND v.dim = {dim} AND v.indexed AND v.user_id = n.user_id
-                      AND v.memory_id <> n.memory_id
+                      AND v.model = :model AND v.memory_id <> n.memory_id
                     ORDER BY v.embedding::vector({dim}) <=> n.embedding::vector({dim})
                     LIMIT 1
                 ) best
-                WHERE n.sector = :sector AND n.dim = {dim} AND n.memory_id = ANY(CAST(:ids AS uuid[]))
+                WHERE n.sector = :sector AND n.dim = {dim} AND n.model = :model
+                  AND n.memory_id = ANY(CAST(:ids AS uuid[]))
                   AND best.sim >= :threshold
             ),
             forward AS (
@@ -237,7 +243,7 @@ def link_to_best_match(
             SELECT (SELECT count(*) FROM forward) + (SELECT count(*) FROM backward)
             """
         ),
-        {"ids": [str(i) for i in memory_ids], "sector": sector, "threshold": threshold},
+        {"ids": [str(i) for i in memory_ids], "sector": sector, "threshold": threshold, "model": model},
     ).scalar_one()
     return int(result)
 
@@ -322,7 +328,7 @@ def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: N
         },
     )
     session.execute(text("DELETE FROM memory_vectors WHERE memory_id = :id"), {"id": memory_id})
-    _copy_vectors(session, [(memory_id, new)], model=model, indexed=True)
+    copy_vectors(session, [(memory_id, user_id, new.sectors, new.embedding)], model=model, indexed=True)
 
 
 def content_hash_owner(session: Session, user_id: str, content_hash: str) -> uuid.UUID | None:
@@ -538,8 +544,12 @@ def dense_candidates(
     sectors: Sequence[str],
     limit: int,
     where: MemoryFilter,
+    model: str,
 ) -> list[tuple[uuid.UUID, float]]:
-    """Nearest memories by cosine over each sector's HNSW index, best similarity per memory, best first."""
+    """Nearest memories by cosine over each sector's HNSW index, best similarity per memory, best first.
+
+    Only vectors of the query's `model` count (during a re-embed a store holds two models' vectors).
+    """
     dim = int(query_vector.shape[0])
     clause, params = where.sql("m")
     filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
@@ -553,7 +563,8 @@ def dense_candidates(
         parts.append(
             f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
                  FROM memory_vectors v
-                 WHERE v.sector = :s{i} AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id{filter_sql}
+                 WHERE v.sector = :s{i} AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id
+                   AND v.model = :model{filter_sql}
                  ORDER BY {distance}
                  LIMIT :limit)"""
         )
@@ -563,13 +574,13 @@ def dense_candidates(
         f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
              FROM memory_vectors v
              WHERE v.sector = ANY(CAST(:fresh_sectors AS text[])) AND v.dim = {dim} AND NOT v.indexed
-               AND v.user_id = :user_id{filter_sql}
+               AND v.user_id = :user_id AND v.model = :model{filter_sql}
              ORDER BY {distance}
              LIMIT :limit)"""
     )
     rows = session.execute(
         text(" UNION ALL ".join(parts)),
-        params | {"q": Vector(query_vector.astype(np.float32)), "user_id": user_id, "limit": limit},
+        params | {"q": Vector(query_vector.astype(np.float32)), "user_id": user_id, "limit": limit, "model": model},
     ).all()
     best: dict[uuid.UUID, float] = {}
     for r in rows:
@@ -583,6 +594,7 @@ def fetch_with_links(
     seed_ids: Sequence[uuid.UUID],
     query_vector: np.ndarray,
     *,
+    model: str,
     known_cosine: Sequence[uuid.UUID] = (),
 ) -> tuple[dict[uuid.UUID, dict[str, Any]], list[tuple[uuid.UUID, uuid.UUID, float]]]:
     """One round trip for what scoring needs: the seeds, the memories one waypoint away (either
@@ -608,7 +620,8 @@ def fetch_with_links(
                    CASE WHEN NOT m.id = ANY(CAST(:known AS uuid[])) THEN
                        (SELECT 1 - (v.embedding::vector({dim}) <=> CAST(:q AS vector({dim})))
                         FROM memory_vectors v
-                        WHERE v.memory_id = m.id AND v.sector = m.primary_sector AND v.dim = {dim})
+                        WHERE v.memory_id = m.id AND v.sector = m.primary_sector AND v.dim = {dim}
+                          AND v.model = :model)
                    END AS cosine,
                    (SELECT json_agg(json_build_array(l.src_id, l.dst_id, l.weight))
                     FROM links l WHERE l.src_id = m.id) AS links
@@ -620,6 +633,7 @@ def fetch_with_links(
             "ids": [str(i) for i in seed_ids],
             "known": [str(i) for i in known_cosine],
             "user_id": user_id,
+            "model": model,
         },
     ).all()
     memories: dict[uuid.UUID, dict[str, Any]] = {}

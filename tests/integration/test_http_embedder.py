@@ -121,7 +121,8 @@ def test_a_failing_provider_leaves_the_chunk_retryable_and_writes_nothing(db, se
     from sqlalchemy import text
 
     from infra.embedded import free_port
-    from shared.memory_service import EmbeddingFailed, MemoryEngine
+    from shared.embedding.calls import EmbeddingFailed
+    from shared.memory_service import MemoryEngine
     from shared.storage import jobs as job_store
 
     dead = HttpEmbedder(
@@ -138,7 +139,8 @@ def test_a_failing_provider_leaves_the_chunk_retryable_and_writes_nothing(db, se
         job_store.add_chunks(s, job_id, [job_store.ChunkSpec(0, "semantic", [{"content": f"n{i}"} for i in range(3)])])
     with pytest.raises(EmbeddingFailed, match="openai embedding of 3 texts failed") as caught, db.session() as s:
         engine.store_chunk(s, job_id, 0)
-    assert (caught.value.provider, caught.value.count) == ("openai", 3)
+    assert (caught.value.call.provider, caught.value.call.item_count, caught.value.call.status) == ("openai", 3, "failed")
+    assert "ConnectError" in (caught.value.call.error or "")
     with db.session() as s:
         assert s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one() == 0
         assert job_store.pending_chunks(s, job_id)  # still pending: the next attempt can do it

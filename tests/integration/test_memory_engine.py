@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def engine(settings):
-    return MemoryEngine(settings, SyntheticEmbedder(dim=settings.vector_dim))
+    return MemoryEngine(settings, SyntheticEmbedder(dim=384))
 
 
 def add(db, engine, tenant, content, **kw):
@@ -341,9 +341,10 @@ def test_common_terms_select_nothing_alone_but_still_score(db, engine, tenant, s
     assert len(only_common) == 11  # all terms common: they must all match (AND), nothing is lost
 
 
-def test_the_local_model_finds_a_paraphrase_with_no_shared_word(db, settings, tenant):
+def test_the_local_model_finds_a_paraphrase_with_no_shared_word(make_store, settings, tenant):
     from shared.embedding.local import LocalOnnxEmbedder
 
+    _, db = make_store("local_model")  # a store of the local model's own
     local = MemoryEngine(settings.model_copy(update={"embedding_provider": "local"}), LocalOnnxEmbedder())
     for content in (
         "My dog loves running in the park",

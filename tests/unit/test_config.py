@@ -15,7 +15,7 @@ def test_defaults_follow_the_seeds():
     assert (s.decay_ratio, s.decay_cold_threshold, s.decay_interval_minutes) == (0.03, 0.25, 1440)
     assert (s.tier_hot_lambda, s.tier_warm_lambda, s.tier_cold_lambda) == (0.005, 0.02, 0.05)
     assert (s.port, s.flower_port) == (8080, 5555)
-    assert (s.embedding_provider, s.vector_dim) == ("local", 384)
+    assert (s.embedding_provider, s.vector_dim) == ("local", None)  # the model decides its dimension
 
 
 def test_openmemory_environment_names_are_honoured(monkeypatch):

@@ -122,7 +122,9 @@ def upgrade() -> None:
             f"CREATE INDEX memory_vectors_{sector}_fresh ON memory_vectors_{sector} (user_id, created_at) "
             "WHERE NOT indexed"
         )
-        op.execute(create_vector_index_sql(sector, settings.vector_dim, settings.hnsw_m, settings.hnsw_ef_construction))
+        op.execute(
+            create_vector_index_sql(sector, settings.vector_dim or 384, settings.hnsw_m, settings.hnsw_ef_construction)
+        )
 
     # Per-tenant term statistics for BM25 (document frequency, corpus size, total length), counted when a
     # memory settles (single add, or the fresh-tier merge) so bulk writers never contend on hot terms.

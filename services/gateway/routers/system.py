@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
 
 from services.gateway.deps import PrincipalDep, StateDep
-from shared import __version__
+from shared import __version__, reembed
 from shared import sectors as sector_rules
 from shared.errors import NotFound
 from shared.schemas import JobPublic
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
+from shared.storage.models import current_model
 
 router = APIRouter(tags=["system"])
 
@@ -24,9 +25,12 @@ router = APIRouter(tags=["system"])
 def health(state: StateDep, response: Response) -> dict[str, Any]:
     """Version, embedding provider, and whether the database and the broker answer (503 if not)."""
     database_ok = broker_ok = True
+    store_model = None
+    reembedding: list[str] = []
     try:
         with state.db.session() as session:
-            session.execute(text("SELECT 1"))
+            store_model = current_model(session)
+            reembedding = [str(job["id"]) for job in job_store.open_jobs(session, reembed.JOB_KIND)]
     except Exception:
         database_ok = False
     try:
@@ -44,7 +48,13 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
             "provider": embedder.name,
             "model": embedder.model,
             "dimensions": embedder.dim,
-            "configured": True,
+            # in-process models are loaded when the gateway starts; HTTP providers are called per request
+            "loaded": embedder.name in ("local", "static", "synthetic"),
+            "remote": embedder.name in ("openai", "ollama"),
+            "store": asdict(store_model) if store_model else None,
+            "matches_store": store_model is not None
+            and (store_model.model, store_model.dim) == (embedder.model, embedder.dim),
+            "reembed_jobs": reembedding,
         },
         "database": {"ok": database_ok},
         "broker": {"ok": broker_ok},
@@ -82,7 +92,8 @@ def get_job(job_id: uuid.UUID, state: StateDep, principal: PrincipalDep, user_id
     """A job's status, progress (done/total) and error, as recorded in PostgreSQL."""
     tenant = principal.tenant(user_id)
     with state.db.session() as session:
-        job = job_store.get_job(session, job_id, tenant)
+        # an operator sees every job (store-wide ones belong to no tenant)
+        job = job_store.get_job(session, job_id, None if principal.is_admin and not user_id else tenant)
         if job is None:
             raise NotFound(f"job {job_id} not found for user_id {tenant!r}")
         totals = job_store.chunk_totals(session, job_id)

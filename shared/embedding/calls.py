@@ -1,0 +1,53 @@
+"""A timed call to a provider: what `embed_logs` records for every model call (model, status, latency, error)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.embedding.base import EmbeddingProvider
+
+
+@dataclass(frozen=True)
+class EmbedCall:
+    provider: str
+    model: str
+    item_count: int
+    latency_ms: float
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.error else "completed"
+
+
+class EmbeddingFailed(RuntimeError):
+    """The provider could not embed a batch; carries the call for embed_logs."""
+
+    def __init__(self, call: EmbedCall) -> None:
+        super().__init__(f"{call.provider} embedding of {call.item_count} texts failed: {call.error}")
+        self.call = call
+
+
+def embed_timed(embedder: EmbeddingProvider, texts: Sequence[str]) -> tuple[np.ndarray, EmbedCall]:
+    """The vectors and a record of the call; a provider error becomes EmbeddingFailed carrying its record."""
+    started = time.perf_counter()
+    try:
+        vectors = embedder.embed(texts)
+    except Exception as exc:
+        elapsed = (time.perf_counter() - started) * 1000
+        call = EmbedCall(embedder.name, embedder.model, len(texts), elapsed, f"{type(exc).__name__}: {exc}"[:2000])
+        raise EmbeddingFailed(call) from exc
+    return vectors, EmbedCall(embedder.name, embedder.model, len(texts), (time.perf_counter() - started) * 1000)
+
+
+def embed_query_timed(embedder: EmbeddingProvider, texts: Sequence[str]) -> tuple[np.ndarray, EmbedCall | None]:
+    """Like embed_timed, through a cache when the embedder has one: None when no model call was needed."""
+    logged = getattr(embedder, "embed_logged", None)
+    if logged is not None:
+        result: tuple[np.ndarray, EmbedCall | None] = logged(texts)
+        return result
+    return embed_timed(embedder, texts)
