@@ -163,5 +163,50 @@ def job(job_id: str, user: Annotated[str | None, typer.Option("--user", "-u")] =
     typer.echo(json.dumps(_call("GET", f"/jobs/{job_id}", params={"user_id": user} if user else None), indent=2))
 
 
+@app.command()
+def reembed(
+    provider: Annotated[
+        str, typer.Option(help="The provider to move the store to: synthetic, local, static, openai or ollama")
+    ],
+    dimensions: Annotated[int | None, typer.Option(help="Its dimension (HTTP providers only)")] = None,
+    wait: Annotated[bool, typer.Option(help="Follow the job's progress until it ends")] = True,
+) -> None:
+    """Re-embed every memory with another embedding provider, on the sector queues of the running stack.
+
+    Run it against the stack as it is configured now (needs the operator key, MNEMOFLOW_API_KEY, when keys
+    are configured). Queries keep working meanwhile. When it succeeds, restart the stack with the new
+    MNEMOFLOW_EMBEDDING_PROVIDER; until then writers of the old model are refused with that advice.
+    """
+    body = _call("POST", "/maintenance/reembed", json={"provider": provider, "dimensions": dimensions})
+    old, new = body["from"] or {}, body["to"]
+    typer.echo(
+        f"job {body['job_id']}: {old.get('model', '?')} ({old.get('dim', '?')}d) -> {new['model']} ({new['dim']}d)"
+    )
+    if not wait:
+        typer.echo(f"follow it with: mnemoflow job {body['job_id']}")
+        return
+    job = _follow(body["job_id"])
+    if job["status"] != "succeeded":
+        typer.echo(f"re-embed {job['status']}: {job['error']}", err=True)
+        raise typer.Exit(1)
+    typer.echo(
+        f"done: {job['progress']['done']:,} memories re-embedded. Restart the stack with "
+        f"{job['result'].get('restart_with', 'the new provider')} (mnemoflow down; then mnemoflow up)."
+    )
+
+
+def _follow(job_id: str, interval: float = 1.0) -> dict[str, Any]:
+    """Print a job's progress on one line until it ends; returns its last state."""
+    while True:
+        job = _call("GET", f"/jobs/{job_id}")
+        done, total = job["progress"]["done"], job["progress"]["total"]
+        share = f"{100 * done / total:5.1f}%" if total else "  ...  "
+        typer.echo(f"\r{job['status']:<9} {share}  {done:,}/{total:,}", nl=False)
+        if job["status"] in ("succeeded", "failed"):
+            typer.echo("")
+            return dict(job)
+        time.sleep(interval)
+
+
 if __name__ == "__main__":
     app()

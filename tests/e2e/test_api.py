@@ -19,7 +19,27 @@ def test_health_reports_provider_database_and_broker(http):
     body = http.get("/health").json()
     assert body["ok"] is True
     assert body["embedding"]["provider"] == "synthetic" and body["embedding"]["dimensions"] == 384
+    assert body["embedding"]["loaded"] is True and body["embedding"]["remote"] is False
+    assert body["embedding"]["store"] == {"provider": "synthetic", "model": "synthetic-hash-v1", "dim": 384}
+    assert body["embedding"]["matches_store"] is True and body["embedding"]["reembed_jobs"] == []
     assert body["database"]["ok"] and body["broker"]["ok"]
+
+
+def test_every_model_call_is_logged_and_a_cache_hit_is_not(http, tenant):
+    def newest_id() -> int:
+        items = http.get("/maintenance/embed-logs", params={"limit": 1}).json()["items"]
+        return items[0]["id"] if items else 0
+
+    before = newest_id()
+    question = f"what do the zebras of {tenant} eat?"  # a text no other test asks: not in the cache
+    assert http.post("/memory/add", json={"content": f"The zebras of {tenant} eat grass", "user_id": tenant}).is_success
+    for _ in range(2):  # the second time the query's vector comes from the cache
+        assert http.post("/memory/query", json={"query": question, "user_id": tenant}).is_success
+    logs = http.get("/maintenance/embed-logs", params={"limit": 1000}).json()
+    mine = [row for row in logs["items"] if row["id"] > before and row["purpose"] in ("add", "query")]
+    assert sorted(row["purpose"] for row in mine) == ["add", "query"]
+    assert all(row["status"] == "completed" and row["model"] == "synthetic-hash-v1" for row in mine)
+    assert {"add", "query"} <= {row["purpose"] for row in logs["last_24h"]}
 
 
 def test_add_get_patch_list_delete_round_trip(http, tenant):

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import numpy as np
 import pytest
 
@@ -14,6 +15,7 @@ from shared.config import Settings
 from shared.embedding import SyntheticEmbedder
 from shared.embedding.factory import create_embedder
 from shared.embedding.http import EmbeddingServiceError, HttpEmbedder
+from shared.text import estimate_tokens
 
 pytestmark = pytest.mark.integration
 REFERENCE = SyntheticEmbedder(dim=32)
@@ -70,6 +72,21 @@ def test_openai_compatible_endpoint_in_batches_and_in_order(server):
     np.testing.assert_allclose(embedder.embed(texts), REFERENCE.embed(texts), atol=1e-6)
     assert [len(r["input"]) for r in EmbeddingServer.requests] == [2, 2, 1]
     assert EmbeddingServer.requests[0]["auth"] == "Bearer sk-test" and EmbeddingServer.requests[0]["model"] == "m"
+
+
+def test_long_texts_are_sent_as_overlapping_windows_and_mean_pooled(server):
+    long_text = " ".join(f"clause{i} of the contract" for i in range(400))  # ~2,000 estimated tokens
+    embedder = HttpEmbedder(api="openai", base_url=server, model="m", dim=32, window_tokens=512, overlap_tokens=50)
+    (pooled,) = embedder.embed([long_text])
+    (sent,) = [r["input"] for r in EmbeddingServer.requests]
+    assert len(sent) >= 4 and all(estimate_tokens(w) <= 520 for w in sent)
+    expected = REFERENCE.embed(sent).mean(axis=0)
+    np.testing.assert_allclose(pooled, expected / np.linalg.norm(expected), atol=1e-6)
+
+
+def test_settings_require_the_dimension_of_an_http_model(server):
+    with pytest.raises(ValueError, match="needs MNEMOFLOW_VECTOR_DIM"):
+        create_embedder(Settings(embedding_provider="openai", openai_base_url=server))
 
 
 def test_ollama_native_endpoint(server):
@@ -139,8 +156,47 @@ def test_a_failing_provider_leaves_the_chunk_retryable_and_writes_nothing(db, se
         job_store.add_chunks(s, job_id, [job_store.ChunkSpec(0, "semantic", [{"content": f"n{i}"} for i in range(3)])])
     with pytest.raises(EmbeddingFailed, match="openai embedding of 3 texts failed") as caught, db.session() as s:
         engine.store_chunk(s, job_id, 0)
-    assert (caught.value.call.provider, caught.value.call.item_count, caught.value.call.status) == ("openai", 3, "failed")
+    assert (caught.value.call.provider, caught.value.call.item_count, caught.value.call.status) == (
+        "openai",
+        3,
+        "failed",
+    )
     assert "ConnectError" in (caught.value.call.error or "")
     with db.session() as s:
         assert s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one() == 0
         assert job_store.pending_chunks(s, job_id)  # still pending: the next attempt can do it
+
+
+def test_a_dead_provider_is_a_503_that_writes_nothing_and_is_logged(make_store, servers, tmp_path):
+    from sqlalchemy import text
+
+    from infra.embedded import free_port
+    from infra.processes import gateway_command, wait_healthy
+    from tests.conftest import running, service_env
+
+    url, db = make_store("dead_provider")
+    env = service_env(
+        servers,
+        DATABASE_URL=url,
+        MNEMOFLOW_EMBEDDING_PROVIDER="openai",
+        OPENAI_BASE_URL=f"http://127.0.0.1:{free_port()}",  # nobody listens there
+        MNEMOFLOW_VECTOR_DIM="32",
+        MNEMOFLOW_HTTP_EMBED_MAX_ATTEMPTS="2",
+    )
+    port = free_port()
+    log_path = tmp_path / "gateway.log"
+    with running(gateway_command(host="127.0.0.1", port=port), env, log_path) as proc:
+        base = f"http://127.0.0.1:{port}"
+        wait_healthy(base, proc, log_path=log_path)
+        health = httpx.get(f"{base}/health").json()["embedding"]
+        assert (health["provider"], health["remote"], health["dimensions"]) == ("openai", True, 32)
+        for path, body in (("/memory/add", {"content": "a note"}), ("/memory/query", {"query": "a note"})):
+            response = httpx.post(f"{base}{path}", json=body, timeout=30)
+            assert response.status_code == 503, response.text
+            error = response.json()["error"]
+            assert error["code"] == "embedding_unavailable" and "ConnectError" in error["message"]
+    with db.session() as s:
+        assert s.execute(text("SELECT count(*) FROM memories")).scalar_one() == 0
+        logged = s.execute(text("SELECT purpose, status, error FROM embed_logs ORDER BY id")).all()
+    assert [(r.purpose, r.status) for r in logged] == [("add", "failed"), ("query", "failed")]
+    assert all("ConnectError" in r.error for r in logged)

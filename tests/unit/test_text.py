@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 import pytest
 
-from shared.text import content_hash, estimate_tokens, normalize_content
+from shared.text import content_hash, estimate_tokens, normalize_content, split_by_estimate
 
 
 def test_normalize_folds_whitespace_and_trims():
@@ -46,3 +47,27 @@ def test_content_hash_is_sha256_of_the_normalised_text():
 )
 def test_estimate_tokens(text: str, tokens: int):
     assert estimate_tokens(text) == tokens
+
+
+def test_short_texts_are_one_window():
+    assert split_by_estimate("a short note", 512, 50) == ["a short note"]
+
+
+def test_long_texts_split_into_bounded_overlapping_windows():
+    text = " ".join(f"word{i}" for i in range(1000))
+    windows = split_by_estimate(text, 512, 50)
+    assert len(windows) > 2
+    assert all(estimate_tokens(w) <= 512 + 2 for w in windows)  # words are never cut
+    words = [w.split() for w in windows]
+    assert words[0][0] == "word0" and words[-1][-1] == "word999"  # nothing dropped at either end
+    for left, right in itertools.pairwise(words):
+        shared = set(left) & set(right)
+        assert 15 <= len(shared) <= 30  # ~50 tokens at ~2 tokens a word
+        assert right[0] in left and right[len(shared)] not in left  # the overlap is a prefix of the next window
+
+
+def test_cjk_windows_count_characters_as_tokens():
+    text = "记忆引擎" * 300  # 1,200 characters, ~1,200 tokens
+    windows = split_by_estimate(text, 512, 50)
+    assert [len(w) for w in windows] == [512, 512, 276]
+    assert windows[0][-50:] == windows[1][:50]

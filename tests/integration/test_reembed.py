@@ -1,0 +1,170 @@
+"""Re-embedding a store on real PostgreSQL: planning, exactly-once chunks, late writers, the switch and its lock."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import text
+
+from shared import reembed
+from shared.embedding.synthetic import SyntheticEmbedder
+from shared.errors import Conflict
+from shared.memory_service import MemoryEngine
+from shared.schemas import MemoryCreate
+from shared.storage.models import StoreModel, current_model, guard_store_model
+
+pytestmark = pytest.mark.integration
+
+OLD = SyntheticEmbedder(dim=384)
+NEW = SyntheticEmbedder(dim=128)  # same hashing, another dimension: a different model as far as the store goes
+TARGET = StoreModel(NEW.name, NEW.model, NEW.dim)
+
+
+@pytest.fixture
+def store(make_store, settings, request):
+    _, db = make_store(f"reembed_{request.node.name[-40:].lower()}")
+    return db, MemoryEngine(settings, OLD)
+
+
+def add(db, engine, tenant, content):
+    with db.session() as s:
+        memory, _ = engine.add(s, tenant, MemoryCreate(content=content))
+    return memory["id"]
+
+
+def vector_models(db):
+    with db.session() as s:
+        return dict(s.execute(text("SELECT model || ':' || dim, count(*) FROM memory_vectors GROUP BY 1")).all())
+
+
+def run_all_chunks(db, job_id, chunks):
+    results = []
+    for chunk in chunks:
+        with db.session() as s:
+            results.append(reembed.process_chunk(s, job_id, chunk.seq, NEW))
+    return results
+
+
+def test_a_store_is_converted_chunk_by_chunk_and_switched_once_nothing_old_is_left(store, settings):
+    db, engine = store
+    contents = [f"Note {i} about the {('garden', 'invoice', 'meeting')[i % 3]} project" for i in range(30)]
+    ids = [add(db, engine, "alice" if i % 2 else "bob", c) for i, c in enumerate(contents)]
+    with db.session() as s:
+        before = s.execute(text("SELECT count(*) FROM memory_vectors")).scalar_one()
+        job_id = reembed.start_job(s, TARGET, chunk_size=7)
+    with db.session() as s:
+        chunks = reembed.plan_round(s, job_id)
+    assert sum(len(c.items) for c in chunks) == len(ids) and all(len(c.items) <= 7 for c in chunks)
+
+    results = run_all_chunks(db, job_id, chunks)
+    assert results[-1] is True and not any(results[:-1])  # only the last chunk sees the job's chunks all done
+    with db.session() as s:  # a redelivered chunk finds its work done
+        assert reembed.process_chunk(s, job_id, chunks[0].seq, NEW) is None
+        assert reembed.finish(s, job_id) == "succeeded"
+        assert current_model(s) == TARGET
+        job = s.execute(
+            text("SELECT status, progress_done, progress_total, result FROM jobs WHERE id = :j"), {"j": job_id}
+        ).one()
+        logged = s.execute(
+            text("SELECT sum(item_count) FROM embed_logs WHERE job_id = :j AND purpose = 'reembed'"), {"j": job_id}
+        ).scalar_one()
+    assert vector_models(db) == {f"{NEW.model}:128": before}  # every vector converted, none lost or added
+    assert (job.status, job.progress_done, job.progress_total) == ("succeeded", 30, 30)
+    assert job.result["restart_with"] == "MNEMOFLOW_EMBEDDING_PROVIDER=synthetic"
+    assert logged == 30
+
+    # The old model's writers are refused with the way forward; the new model's are welcome and searchable.
+    with pytest.raises(Conflict, match="synthetic model 'synthetic-hash-v1' \\(128 dimensions\\)"):
+        add(db, engine, "alice", "written by a process still configured with the old model")
+    converted = MemoryEngine(settings, NEW)
+    add(db, converted, "alice", "The greenhouse tomatoes need watering")
+    with db.session() as s:
+        outcome = converted.query(s, "alice", "greenhouse tomatoes watering", k=3, filters=_no_filters())
+    assert outcome.matches[0][1]["content"] == "The greenhouse tomatoes need watering"
+    assert outcome.matches[0][0].dense_rank == 1
+
+
+def test_vectors_written_by_late_old_model_writers_are_picked_up_by_another_round(store):
+    db, engine = store
+    for i in range(10):
+        add(db, engine, "carol", f"Early memory number {i}")
+    with db.session() as s:
+        job_id = reembed.start_job(s, TARGET, chunk_size=100)
+    with db.session() as s:
+        chunks = reembed.plan_round(s, job_id)
+    run_all_chunks(db, job_id, chunks)
+    late = add(db, engine, "carol", "Written by the old model while the job ran")  # the store still says old
+    with db.session() as s:
+        assert reembed.finish(s, job_id) == "replan"
+        assert current_model(s).dim == 384  # not switched while an old vector remains
+    with db.session() as s:
+        second = reembed.plan_round(s, job_id)
+    assert [item["id"] for c in second for item in c.items] == [str(late)]
+    assert run_all_chunks(db, job_id, second) == [True]
+    with db.session() as s:
+        assert reembed.finish(s, job_id) == "succeeded"
+        total = s.execute(text("SELECT progress_total FROM jobs WHERE id = :j"), {"j": job_id}).scalar_one()
+    assert total == 11
+    assert vector_models(db) == {f"{NEW.model}:128": 11}
+
+
+def test_the_switch_waits_for_a_writer_in_flight_and_then_counts_its_vectors(store):
+    db, engine = store
+    add(db, engine, "dave", "A first memory")
+    with db.session() as s:
+        job_id = reembed.start_job(s, TARGET, chunk_size=100)
+    with db.session() as s:
+        chunks = reembed.plan_round(s, job_id)
+    run_all_chunks(db, job_id, chunks)
+
+    outcome: list[str] = []
+    writer = db._sessions()  # a writer's open transaction: it has checked the model and holds the shared lock
+    guard_store_model(writer, OLD)
+    finisher = threading.Thread(target=lambda: outcome.append(_finish(db, job_id)))
+    finisher.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not _waiting_for_advisory_lock(db):
+        time.sleep(0.02)
+    assert _waiting_for_advisory_lock(db) and not outcome  # the switch is blocked behind the writer
+    prepared, _ = engine.prepare([MemoryCreate(content="Landed while the switch waited")], "dave")
+    engine.store(writer, prepared, settle=True)
+    writer.commit()
+    writer.close()
+    finisher.join(timeout=10)
+    assert outcome == ["replan"]  # it saw the writer's vector and did not switch
+
+
+def test_a_second_job_or_a_pointless_one_is_refused(store):
+    db, engine = store
+    add(db, engine, "erin", "Something to convert")
+    with db.session() as s:
+        with pytest.raises(Conflict, match="already uses"):
+            reembed.start_job(s, StoreModel(OLD.name, OLD.model, OLD.dim), chunk_size=10)
+        job_id = reembed.start_job(s, TARGET, chunk_size=10)
+    with db.session() as s, pytest.raises(Conflict, match=f"already running \\(job {job_id}\\)"):
+        reembed.start_job(s, TARGET, chunk_size=10)
+
+
+def _finish(db, job_id):
+    with db.session() as s:
+        return reembed.finish(s, job_id)
+
+
+def _waiting_for_advisory_lock(db) -> bool:
+    with db.session() as s:
+        return bool(
+            s.execute(
+                text(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = "
+                    "(SELECT oid FROM pg_database WHERE datname = current_database())"
+                )
+            ).scalar_one()
+        )
+
+
+def _no_filters():
+    from shared.schemas import QueryFilters
+
+    return QueryFilters()
