@@ -142,7 +142,7 @@ def bench_settings(database_url: str) -> Settings:
     return Settings(
         database_url=database_url,
         redis_url="redis://unused",
-        embedding_provider=os.environ.get("MNEMOFLOW_EMBEDDING_PROVIDER", "synthetic"),
+        embedding_provider=os.environ.get("MNEMOFLOW_EMBEDDING_PROVIDER", "synthetic"),  # type: ignore[arg-type]
     )
 
 

@@ -1,15 +1,21 @@
 """Bulk ingest throughput: POST /memory/batch until every memory is stored and queryable.
 
-Baseline, measured in the same run on the same machine: a plain COPY of the same rows (memories and
-their per-sector vectors) into the same indexed tables of a fresh database. Prints both and the ratio.
+Baselines, measured in the same run on the same machine:
+- the store's own rate: a plain COPY of the same rows (memories and their per-sector vectors) into the
+  same HNSW-indexed tables of a fresh database (and unindexed, the floor);
+- the model's own rate: the provider embedding the same texts in as many processes as the worker has,
+  nothing else running (`raw model`). End to end / raw model is the pipeline's overhead.
 
-    python -m bench.ingest --sizes 10000 100000
+    python -m bench.ingest --sizes 10000 100000                 # synthetic embeddings
+    python -m bench.ingest --provider local --sizes 5000         # the default MiniLM model
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import time
 import uuid
 
@@ -20,7 +26,8 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from bench.common import bench_settings, corpus, fresh_database, plain_dsn, servers, stack
-from shared.embedding.factory import create_embedder
+from shared.config import Settings
+from shared.embedding.factory import create_embedder, embedder_for
 from shared.memory_service import MemoryEngine
 from shared.schemas import MemoryCreate
 
@@ -36,7 +43,7 @@ def baseline_copy(database_url: str, texts: list[str], *, indexed: bool) -> tupl
     settings = bench_settings(database_url)
     engine = MemoryEngine(settings, create_embedder(settings))
     started = time.perf_counter()
-    prepared = engine.prepare([MemoryCreate(content=t) for t in texts], USER)
+    prepared, _ = engine.prepare([MemoryCreate(content=t) for t in texts], USER)
     prepare_s = time.perf_counter() - started
     ids = [uuid.uuid4() for _ in prepared]
     with psycopg.connect(plain_dsn(database_url)) as conn:
@@ -93,6 +100,26 @@ def baseline_copy(database_url: str, texts: list[str], *, indexed: bool) -> tupl
         return time.perf_counter() - started, prepare_s
 
 
+def _embed_share(args: tuple[str, list[str]]) -> float:
+    """In a fresh process: build the provider, warm it up, embed the share; returns seconds spent embedding."""
+    provider, texts = args
+    settings = Settings(embedding_provider=provider)  # type: ignore[arg-type]
+    embedder = embedder_for(settings, provider, dim=None)
+    embedder.embed(texts[:32])
+    started = time.perf_counter()
+    for start in range(0, len(texts), settings.chunk_size):  # the workers' chunk size
+        embedder.embed(texts[start : start + settings.chunk_size])
+    return time.perf_counter() - started
+
+
+def raw_model_rate(provider: str, texts: list[str], processes: int) -> float:
+    """Sentences/s of the provider alone in `processes` processes (the worker's pool size), texts split evenly."""
+    shares = [(provider, texts[i::processes]) for i in range(processes)]
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        seconds = pool.map(_embed_share, shares)
+    return len(texts) / max(seconds)
+
+
 def ours(gateway: str, database_url: str, texts: list[str], request_size: int) -> tuple[float, float]:
     """Seconds from the first POST /memory/batch until every job succeeded (stored and queryable),
     and until the background merge has indexed and linked everything (settled)."""
@@ -130,13 +157,21 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--request-size", type=int, default=5_000, help="items per POST /memory/batch")
     parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
+    parser.add_argument(
+        "--provider",
+        default=os.environ.get("MNEMOFLOW_EMBEDDING_PROVIDER", "synthetic"),
+        choices=["synthetic", "local", "static"],
+        help="embedding provider of the workers and the baselines [synthetic, or $MNEMOFLOW_EMBEDDING_PROVIDER]",
+    )
     args = parser.parse_args()
+    os.environ["MNEMOFLOW_EMBEDDING_PROVIDER"] = args.provider  # the stack's processes and bench_settings
 
     rows = []
     with servers() as srv:
         for size in args.sizes:
             texts = corpus(size)
-            hnsw_s, prepare_s = baseline_copy(fresh_database(srv.admin_url, "bench_baseline"), texts, indexed=True)
+            raw = raw_model_rate(args.provider, texts, args.concurrency)
+            hnsw_s, _ = baseline_copy(fresh_database(srv.admin_url, "bench_baseline"), texts, indexed=True)
             plain_s, _ = baseline_copy(fresh_database(srv.admin_url, "bench_baseline"), texts, indexed=False)
             our_url = fresh_database(srv.admin_url, "bench_ingest")
             with stack(our_url, srv.redis_url, concurrency=args.concurrency) as gateway:
@@ -144,23 +179,25 @@ def main() -> None:
             with psycopg.connect(plain_dsn(our_url)) as conn:
                 stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]  # type: ignore[index]
                 links = conn.execute("SELECT count(*) FROM waypoints").fetchone()[0]  # type: ignore[index]
-            row = (size, size / hnsw_s, size / plain_s, size / prepare_s, size / queryable_s, size / settled_s)
+            row = (size, size / hnsw_s, size / plain_s, raw, size / queryable_s, size / settled_s)
             rows.append(row)
             print(
-                f"[ingest] n={size:,}: COPY into HNSW {row[1]:,.0f}/s, COPY unindexed {row[2]:,.0f}/s | ours "
-                f"queryable {row[4]:,.0f}/s ({row[4] / row[1]:.2f}x HNSW COPY), settled {row[5]:,.0f}/s "
-                f"({row[5] / row[1]:.2f}x) | stored {stored:,}, waypoints {links:,}",
+                f"[ingest] n={size:,} {args.provider}: raw model {raw:,.0f}/s, COPY into HNSW {row[1]:,.0f}/s, "
+                f"COPY unindexed {row[2]:,.0f}/s | ours queryable {row[4]:,.0f}/s ({row[4] / raw:.2f}x raw model, "
+                f"{row[4] / row[1]:.2f}x HNSW COPY), settled {row[5]:,.0f}/s ({row[5] / row[1]:.2f}x) "
+                f"| stored {stored:,}, waypoints {links:,}",
                 flush=True,
             )
 
-    print("\nbulk ingest through POST /memory/batch, synthetic embeddings (memories/s)")
-    print("  queryable = every job succeeded (fresh tier, searched exactly); settled = merged into HNSW + linked")
-    header = ("n", "COPY→HNSW", "COPY plain", "embed only", "queryable", "settled", "queryable/HNSW", "settled/HNSW")
-    print("{:>9} {:>10} {:>11} {:>11} {:>10} {:>9} {:>15} {:>13}".format(*header))
-    for size, hnsw, plain, embed, queryable, settled in rows:
+    print(f"\nbulk ingest through POST /memory/batch, {args.provider} embeddings, {args.concurrency} worker processes")
+    print("  raw model = the provider alone in as many processes; queryable = every job succeeded (fresh tier,")
+    print("  searched exactly); settled = merged into HNSW + linked. Rates in memories/s.")
+    header = ("n", "raw model", "COPY→HNSW", "COPY plain", "queryable", "settled", "q/raw", "q/HNSW", "settled/HNSW")
+    print("{:>9} {:>10} {:>10} {:>11} {:>10} {:>9} {:>7} {:>7} {:>13}".format(*header))
+    for size, hnsw, plain, raw, queryable, settled in rows:
         print(
-            f"{size:>9,} {hnsw:>10,.0f} {plain:>11,.0f} {embed:>11,.0f} {queryable:>10,.0f} {settled:>9,.0f} "
-            f"{queryable / hnsw:>15.2f} {settled / hnsw:>13.2f}"
+            f"{size:>9,} {raw:>10,.0f} {hnsw:>10,.0f} {plain:>11,.0f} {queryable:>10,.0f} {settled:>9,.0f} "
+            f"{queryable / raw:>7.2f} {queryable / hnsw:>7.2f} {settled / hnsw:>13.2f}"
         )
 
 

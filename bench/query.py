@@ -36,7 +36,7 @@ def load(database_url: str, texts: list[str], batch: int = 2_000) -> float:
     for start in range(0, len(texts), batch):
         items = [MemoryCreate(content=t) for t in texts[start : start + batch]]
         with db.session() as session:
-            engine.store(session, engine.prepare(items, USER), settle=False)
+            engine.store(session, engine.prepare(items, USER)[0], settle=False)
     while True:  # the background merge, run to completion here so the index is settled
         with db.session() as session:
             merged, _ = engine.merge_fresh(session, limit=settings.merge_batch_size, analyze=True)

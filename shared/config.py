@@ -93,9 +93,14 @@ class Settings(BaseSettings):
     max_tag_chars: int = Field(default=128, ge=1)
     max_metadata_bytes: int = Field(default=64 * 1024, ge=0)
     max_batch_items: int = Field(default=50_000, ge=1)
-    batch_chunk_size: int = Field(default=500, ge=1, le=10_000)
+    # Items per chunk task; unset: ~1 s of embedding per chunk (100 for the local model, 500 for the fast
+    # providers), so the last chunks of a burst leave no worker idle for long and a retry redoes little.
+    batch_chunk_size: int | None = Field(default=None, ge=1, le=10_000)
     merge_batch_size: int = Field(default=1000, ge=1, le=100_000)
     merge_time_budget_seconds: float = Field(default=30.0, gt=0)
+    # The merge into HNSW yields to ingestion (embed queues not empty) until this many vectors wait in the
+    # fresh tier; queries scan fresh vectors exactly, so the cap bounds what that costs them. 0: never yield.
+    merge_yield_max_fresh: int = Field(default=50_000, ge=0)
     max_request_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
 
     # Retrieval (architecture seed: composite 0.6/0.2/0.1/0.1; recall seed: RRF k=60)
@@ -232,6 +237,13 @@ class Settings(BaseSettings):
         if self.om_api_key:
             keys.setdefault(self.om_api_key, self.default_user_id)
         return keys
+
+    @property
+    def chunk_size(self) -> int:
+        """Items per chunk task (MNEMOFLOW_BATCH_CHUNK_SIZE, or the provider's default)."""
+        if self.batch_chunk_size is not None:
+            return self.batch_chunk_size
+        return {"local": 100, "openai": 256, "ollama": 256}.get(self.embedding_provider, 500)
 
     @property
     def resolved_static_model_path(self) -> Path:

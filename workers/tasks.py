@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from shared import reembed
 from shared.embedding.calls import EmbeddingFailed
 from shared.embedding.local import ModelUnavailable
+from shared.sectors import SECTORS
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.tasks import TaskName, embed_queue
@@ -120,6 +121,7 @@ def reembed_finish(job_id: str) -> dict[str, Any]:
 
 
 MERGE_PENDING_KEY = "mnemoflow:merge:pending"
+EMBED_QUEUES = tuple(embed_queue(sector) for sector in SECTORS)
 MERGE_LOCK_KEY = 727275
 ANALYZE_EVERY = 5000  # merged vectors between statistics refreshes
 
@@ -131,6 +133,28 @@ def schedule_merge() -> None:
             app.send_task(TaskName.MERGE_FRESH)
     except Exception as exc:  # the beat schedule merges every minute anyway
         log.warning("could not schedule a fresh-tier merge: %s", exc)
+
+
+def embed_backlog() -> int:
+    """Messages waiting on the embed.<sector> queues (Redis lists named after the queues)."""
+    try:
+        with redis_client().pipeline(transaction=False) as pipe:
+            for queue in EMBED_QUEUES:
+                pipe.llen(queue)
+            return sum(int(n) for n in pipe.execute())
+    except Exception as exc:  # not Redis, or unreachable: never block the merge on it
+        log.debug("cannot read the embed queues' length: %s", exc)
+        return 0
+
+
+def ingest_has_priority(session: Session) -> bool:
+    """Whether the merge should yield: embedding work is waiting and the fresh tier is still small enough.
+
+    HNSW inserts cost the same CPU the embedding model needs; during a burst the fresh tier (searched
+    exactly) absorbs the writes and the merge catches up when the queues are empty.
+    """
+    cap = settings.merge_yield_max_fresh
+    return cap > 0 and embed_backlog() > 0 and store.fresh_vector_count(session, limit=cap) < cap
 
 
 @app.task(name=TaskName.MERGE_FRESH)
@@ -146,6 +170,9 @@ def merge_fresh() -> dict[str, Any]:
         try:
             since_analyze = ANALYZE_EVERY  # statistics first: the backlog may be large and unseen
             while time.monotonic() - started < settings.merge_time_budget_seconds:
+                with db.session() as session:
+                    if ingest_has_priority(session):
+                        break  # the last chunk of the burst schedules the next merge; beat retries every minute
                 analyze = since_analyze >= ANALYZE_EVERY
                 with db.session() as session:
                     count, made = engine.merge_fresh(session, limit=settings.merge_batch_size, analyze=analyze)

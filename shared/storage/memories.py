@@ -696,3 +696,13 @@ def fresh_backlog(session: Session, user_id: str) -> int:
             text("SELECT count(*) FROM memory_vectors WHERE NOT indexed AND user_id = :user_id"), {"user_id": user_id}
         ).scalar_one()
     )
+
+
+def fresh_vector_count(session: Session, *, limit: int) -> int:
+    """Vectors waiting for the merge, counted up to `limit` (cheap however long the backlog)."""
+    return int(
+        session.execute(
+            text("SELECT count(*) FROM (SELECT 1 FROM memory_vectors WHERE NOT indexed LIMIT :limit) f"),
+            {"limit": limit},
+        ).scalar_one()
+    )

@@ -62,3 +62,15 @@ def test_placeholder_keys_are_refused_outside_development(monkeypatch):
     assert Settings(environment="development").all_api_keys == {"changeme": "alice"}
     with pytest.raises(ValidationError, match="placeholder"):
         Settings(environment="production")
+
+
+def test_chunk_size_follows_the_providers_speed_unless_set():
+    assert Settings(_env_file=None, embedding_provider="local").chunk_size == 100
+    assert Settings(_env_file=None, embedding_provider="synthetic").chunk_size == 500
+    assert Settings(_env_file=None, embedding_provider="local", batch_chunk_size=32).chunk_size == 32
+
+
+def test_the_operator_key_must_be_strong_outside_development():
+    with pytest.raises(ValueError, match="placeholder or short API keys"):
+        Settings(_env_file=None, environment="production", admin_api_key="secret")
+    assert Settings(_env_file=None, environment="production", admin_api_key="a" * 24).admin_api_key is not None

@@ -128,8 +128,8 @@ def add_batch(body: BatchRequest, state: StateDep, principal: PrincipalDep, resp
     chunks: list[job_store.ChunkSpec] = []
     for sector in sorted(by_sector):
         items = by_sector[sector]
-        for start in range(0, len(items), settings.batch_chunk_size):
-            chunks.append(job_store.ChunkSpec(len(chunks), sector, items[start : start + settings.batch_chunk_size]))
+        for start in range(0, len(items), settings.chunk_size):
+            chunks.append(job_store.ChunkSpec(len(chunks), sector, items[start : start + settings.chunk_size]))
     with state.db.session() as session:
         job_id, created = job_store.create_job(
             session,
