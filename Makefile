@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run down test test-unit test-integration test-e2e lint bench bench-quick clean help
+.PHONY: run down test test-unit test-integration test-e2e lint bench bench-quick static-model clean help
 
 help:
 	@echo "make run    - install (first time), start the embedded stack, workers, beat, gateway :8080, Flower :5555"
@@ -12,6 +12,7 @@ help:
 	@echo "make down   - stop a stack started in the background (mnemoflow up --detach) or in another shell"
 	@echo "make lint   - ruff + mypy + import contracts"
 	@echo "make bench  - benchmarks (ingest throughput, query latency) printing figures and baselines"
+	@echo "make static-model - optional: distill the fast 'static' embedding model from MiniLM (~2 min, once)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +52,10 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python -m bench.ingest --sizes 2000
 	$(BIN)/python -m bench.query --sizes 2000
+
+# Optional, once: the `static` provider's model (a separate build venv keeps torch out of .venv).
+static-model: $(STAMP)
+	$(BIN)/python -m infra.build_static_model
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

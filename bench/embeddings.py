@@ -12,9 +12,11 @@ import argparse
 import time
 
 from bench.common import corpus, percentiles
+from shared.config import Settings
 from shared.embedding import SyntheticEmbedder
 from shared.embedding.base import EmbeddingProvider
-from shared.embedding.local import LocalOnnxEmbedder
+from shared.embedding.local import LocalOnnxEmbedder, ModelUnavailable
+from shared.embedding.static import StaticEmbedder
 
 
 def measure(provider: EmbeddingProvider, texts: list[str], singles: int) -> tuple[float, dict[str, float]]:
@@ -37,7 +39,13 @@ def main() -> None:
     args = parser.parse_args()
     texts = corpus(args.n, seed=3)
     print(f"{'provider':<10} {'model':<28} {'dim':>4} {'batched/s':>10} {'single p50 ms':>14} {'single p95 ms':>14}")
-    for provider in (SyntheticEmbedder(dim=384), LocalOnnxEmbedder()):
+    providers: list[EmbeddingProvider] = [SyntheticEmbedder(dim=384), LocalOnnxEmbedder()]
+    static_path = Settings().resolved_static_model_path
+    try:
+        providers.append(StaticEmbedder(static_path))
+    except ModelUnavailable:
+        print(f"(static: no model at {static_path}; `make static-model` builds it)")
+    for provider in providers:
         batched, single = measure(provider, texts, args.singles)
         print(
             f"{provider.name:<10} {provider.model:<28} {provider.dim:>4} {batched:>10,.0f} "
