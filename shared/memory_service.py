@@ -23,13 +23,23 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_query_timed, embed_timed
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.retrieval import Candidate, expand_one_hop, fuse, score_candidate
-from shared.schemas import MemoryCreate, QueryFilters
+from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
 from shared.scoring import ScoreWeights
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.storage.memories import MemoryFilter, NewMemory
 from shared.storage.models import guard_store_model
-from shared.text import content_hash, normalize_content
+from shared.text import hash_normalized, normalize_content
+
+ChunkClassification = tuple[tuple[str, ...], float]  # sectors (primary first), confidence
+CLASSIFICATION_KEY = "_classified"  # a batch chunk item's classification, found by the gateway when routing it
+
+
+def chunk_item(item: MemoryCreate, classification: sector_rules.Classification) -> dict[str, Any]:
+    """A batch item as a chunk stores it: the item's fields plus the classification that routed it."""
+    raw = item.model_dump(mode="json", exclude_none=True, exclude={"user_id"})
+    raw[CLASSIFICATION_KEY] = {"sectors": list(classification.sectors), "confidence": classification.confidence}
+    return raw
 
 
 @dataclass
@@ -96,34 +106,47 @@ class MemoryEngine:
         if len(json.dumps(metadata)) > s.max_metadata_bytes:
             raise InvalidInput(f"{where}: metadata is larger than {s.max_metadata_bytes:,} bytes of JSON")
 
-    def prepare(self, items: Sequence[MemoryCreate], user_id: str) -> tuple[list[NewMemory], EmbedCall]:
-        """Classify, hash and embed a batch of items (one provider call for the whole batch)."""
+    def prepare(
+        self,
+        items: Sequence[MemoryCreate],
+        user_id: str,
+        classified: Sequence[ChunkClassification | None] | None = None,
+    ) -> tuple[list[NewMemory], EmbedCall]:
+        """Classify, hash and embed a batch of items (one provider call for the whole batch).
+
+        `classified`: the (sectors, confidence) the gateway already found when it routed the items.
+        """
         texts = [normalize_content(item.content) for item in items]
         vectors, call = embed_timed(self.embedder, texts)
         prepared = []
-        for item, text_, vector in zip(items, texts, vectors, strict=True):
-            cls = sector_rules.classify(text_)
-            config = sector_rules.SECTOR_CONFIGS[cls.primary]
+        for i, (item, text_, vector) in enumerate(zip(items, texts, vectors, strict=True)):
+            known = classified[i] if classified else None
+            if known is None:
+                cls = sector_rules.classify(text_)
+                sectors, confidence = cls.sectors, cls.confidence
+            else:
+                sectors, confidence = known
+            config = sector_rules.SECTOR_CONFIGS[sectors[0]]
             salience = item.salience
             if salience is None:
                 salience = min(
                     1.0,
                     self.settings.initial_salience_base
-                    + self.settings.initial_salience_per_extra_sector * len(cls.additional),
+                    + self.settings.initial_salience_per_extra_sector * (len(sectors) - 1),
                 )
             prepared.append(
                 NewMemory(
                     user_id=user_id,
                     content=item.content,
-                    content_hash=content_hash(item.content),
-                    primary_sector=cls.primary,
-                    sectors=cls.sectors,
+                    content_hash=hash_normalized(text_),
+                    primary_sector=sectors[0],
+                    sectors=tuple(sectors),
                     tags=tuple(item.tags),
                     meta=item.metadata,
                     salience=salience,
                     decay_lambda=config.decay_lambda,
                     confidence=item.confidence,
-                    classification_confidence=cls.confidence,
+                    classification_confidence=confidence,
                     embedding=np.asarray(vector, dtype=np.float32),
                 )
             )
@@ -226,8 +249,12 @@ class MemoryEngine:
             return None
         job = job_store.get_job(session, job_id)
         assert job is not None
-        items = [MemoryCreate.model_validate(raw) for raw in chunk["items"]]
-        prepared, call = self.prepare(items, job["user_id"])
+        items, classified = [], []
+        for raw in chunk["items"]:
+            known = raw.pop(CLASSIFICATION_KEY, None)
+            items.append(MemoryCreate.model_validate(raw))
+            classified.append((tuple(known["sectors"]), float(known["confidence"])) if known else None)
+        prepared, call = self.prepare(items, job["user_id"], classified)
         job_store.log_embedding(session, call, purpose="batch", job_id=job_id)
         refs = self.store(session, prepared, settle=False)
         created = sum(1 for r in refs if r.created)
@@ -247,10 +274,12 @@ class MemoryEngine:
         *,
         k: int,
         filters: QueryFilters,
+        options: RetrievalOptions | None = None,
         now: datetime | None = None,
     ) -> QueryOutcome:
         """Full-text + dense candidates fused by RRF, one waypoint hop, composite score, threshold gate."""
         s = self.settings
+        options = options or RetrievalOptions()
         now = now or datetime.now(UTC)
         wanted_sectors = filters.sectors or ([filters.sector] if filters.sector else None)
         where = MemoryFilter(
@@ -266,16 +295,24 @@ class MemoryEngine:
         if call is not None:  # a model call, not a cache hit: recorded without waiting for the disk
             job_store.log_embedding(session, call, purpose="query", synchronous=False)
         watch.lap("embed")
-        lexical = store.lexical_candidates(session, user_id, query, limit=pool, where=where, params=self.lexical)
+        lexical = (
+            store.lexical_candidates(session, user_id, query, limit=pool, where=where, params=self.lexical)
+            if options.lexical
+            else []
+        )
         watch.lap("lexical")
-        dense = store.dense_candidates(
-            session,
-            user_id,
-            query_vector,
-            sectors=wanted_sectors or sector_rules.SECTORS,
-            limit=pool,
-            where=where,
-            model=self.embedder.model,
+        dense = (
+            store.dense_candidates(
+                session,
+                user_id,
+                query_vector,
+                sectors=wanted_sectors or sector_rules.SECTORS,
+                limit=pool,
+                where=where,
+                model=self.embedder.model,
+            )
+            if options.dense
+            else []
         )
         dense = [(memory_id, sim) for memory_id, sim in dense if sim >= s.dense_min_similarity]
         watch.lap("dense")
@@ -289,7 +326,7 @@ class MemoryEngine:
             known_cosine=[i for i, c in seeds.items() if c.dense_similarity is not None],
         )
         watch.lap("fetch")
-        candidates = seeds | expand_one_hop(seeds, links)
+        candidates = seeds | expand_one_hop(seeds, links) if options.waypoints else dict(seeds)
         if where.active:  # linked memories must pass the same filters as direct hits
             candidates = {i: c for i, c in candidates.items() if i in rows and _passes(rows[i], where)}
         cosines = {
@@ -317,8 +354,12 @@ class MemoryEngine:
                 recency_decay_per_day=s.recency_decay_per_day,
             )
             scored.append((candidate, row))
-        min_score = filters.min_score if filters.min_score is not None else s.min_score
-        scored = [pair for pair in scored if pair[0].score >= min_score]
+        if options.rank == "fusion":  # the fused rank alone: what the rankers found, before any weighting
+            for candidate, _ in scored:
+                candidate.score = candidate.rrf_score
+        else:
+            min_score = filters.min_score if filters.min_score is not None else s.min_score
+            scored = [pair for pair in scored if pair[0].score >= min_score]
         scored.sort(key=lambda pair: (-pair[0].score, str(pair[0].id)))
         top = scored[:k]
         traversed = [(c.via, c.id) for c, _ in top if c.via is not None]

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from shared.sectors import SECTORS
 
@@ -161,6 +161,27 @@ class QueryFilters(BaseModel):
         return value
 
 
+class RetrievalOptions(BaseModel):
+    """Switches for the read path's stages (all on by default); for evaluation and tuning."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lexical: bool = Field(default=True, description="full-text (BM25) candidates")
+    dense: bool = Field(default=True, description="vector candidates")
+    waypoints: bool = Field(default=True, description="memories linked to a candidate by a waypoint")
+    rank: Literal["composite", "fusion"] = Field(
+        default="composite",
+        description="composite: OpenMemory's score (similarity, salience, recency, waypoint) and the min_score "
+        "gate; fusion: the Reciprocal Rank Fusion score alone, no gate",
+    )
+
+    @model_validator(mode="after")
+    def _one_ranker(self) -> RetrievalOptions:
+        if not (self.lexical or self.dense):
+            raise ValueError("at least one of lexical and dense must be on")
+        return self
+
+
 class QueryRequest(BaseModel):
     """`POST /memory/query`."""
 
@@ -171,6 +192,7 @@ class QueryRequest(BaseModel):
     filters: QueryFilters = Field(default_factory=QueryFilters)
     user_id: UserId | None = None
     explain: bool = False
+    retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
 
     @field_validator("query")
     @classmethod

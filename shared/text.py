@@ -34,7 +34,12 @@ def normalize_content(text: str) -> str:
 
 def content_hash(text: str) -> str:
     """sha256 hex of the normalised content: equal hashes mean the same memory."""
-    return hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
+    return hash_normalized(normalize_content(text))
+
+
+def hash_normalized(normalized: str) -> str:
+    """content_hash of a text already passed through normalize_content."""
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
 
 
 def estimate_tokens(text: str) -> int:

@@ -14,6 +14,7 @@ from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep
 from shared import sectors as sector_rules
 from shared.errors import InvalidInput, NotFound
+from shared.memory_service import chunk_item
 from shared.schemas import (
     BatchRequest,
     MatchTrace,
@@ -58,7 +59,7 @@ def query_memories(
     if k > settings.max_k:
         raise InvalidInput(f"k={k} is above the maximum of {settings.max_k}")
     with state.db.session() as session:
-        outcome = state.engine.query(session, user_id, body.query, k=k, filters=body.filters)
+        outcome = state.engine.query(session, user_id, body.query, k=k, filters=body.filters, options=body.retrieval)
     matches = [
         QueryMatch(
             id=c.id,
@@ -123,8 +124,8 @@ def add_batch(body: BatchRequest, state: StateDep, principal: PrincipalDep, resp
         state.engine.validate_item(item, where=f"items[{i}]")
         if item.user_id is not None:
             principal.tenant(item.user_id, user_id)  # an item may not write into another tenant
-        sector = sector_rules.classify(normalize_content(item.content)).primary
-        by_sector[sector].append(item.model_dump(mode="json", exclude_none=True, exclude={"user_id"}))
+        classification = sector_rules.classify(normalize_content(item.content))
+        by_sector[classification.primary].append(chunk_item(item, classification))
     chunks: list[job_store.ChunkSpec] = []
     for sector in sorted(by_sector):
         items = by_sector[sector]
