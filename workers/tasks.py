@@ -25,7 +25,7 @@ log = logging.getLogger("mnemoflow.worker")
 
 
 def _run_chunk(
-    task: Task, job_id: str, seq: int, work: Callable[[Session, uuid.UUID, int], Any]
+    task: Task, job_id: str, seq: int, work: Callable[[Session, uuid.UUID, int], Any], *, purpose: str
 ) -> tuple[dict[str, Any], Any]:
     """Count the attempt, run `work` in one transaction, and on error record it and retry with backoff.
 
@@ -51,7 +51,7 @@ def _run_chunk(
         final = attempts >= settings.job_max_attempts or isinstance(exc, ModelUnavailable)
         with db.session() as session:
             if isinstance(exc, EmbeddingFailed):
-                job_store.log_embedding(session, exc.call, purpose="chunk", job_id=job)
+                job_store.log_embedding(session, exc.call, purpose=purpose, job_id=job)
             job_store.fail_chunk(session, job, seq, error=f"{type(exc).__name__}: {exc}", final=final)
         if final:
             log.error("job %s chunk %s failed for good after %s attempts: %s", job_id, seq, attempts, exc)
@@ -67,7 +67,7 @@ def _run_chunk(
 def store_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
     """Embed and store one chunk of a batch job; a redelivered or duplicate message finds it done."""
     _, engine = context()
-    result, status = _run_chunk(self, job_id, seq, engine.store_chunk)
+    result, status = _run_chunk(self, job_id, seq, engine.store_chunk, purpose="batch")
     if status is not None:
         schedule_merge()
         result["job_status"] = status
@@ -102,7 +102,7 @@ def reembed_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
     def work(session: Session, job_uuid: uuid.UUID, chunk_seq: int) -> bool | None:
         return reembed.process_chunk(session, job_uuid, chunk_seq, target_embedder(reembed.target_of(job)))
 
-    result, all_done = _run_chunk(self, job_id, seq, work)
+    result, all_done = _run_chunk(self, job_id, seq, work, purpose=reembed.JOB_KIND)
     if all_done:
         app.send_task(TaskName.REEMBED_FINISH, kwargs={"job_id": job_id})
     return result

@@ -42,9 +42,12 @@ def install_error_handlers(app: FastAPI) -> None:
         # The request's transaction rolled back; the failed call is recorded in a session of its own.
         state = request.app.state.mnemoflow
 
+        route = getattr(request.scope.get("route"), "path", "")
+        purpose = {"/memory/add": "add", "/memory/query": "query", "/memory/{memory_id}": "update"}.get(route, route)
+
         def record() -> None:
             with state.db.session() as session:
-                job_store.log_embedding(session, exc.call, purpose=request.url.path.rsplit("/", 1)[-1])
+                job_store.log_embedding(session, exc.call, purpose=purpose)
 
         try:
             await run_in_threadpool(record)

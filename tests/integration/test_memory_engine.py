@@ -11,7 +11,7 @@ from sqlalchemy import text
 from shared.embedding import SyntheticEmbedder
 from shared.errors import Conflict, NotFound
 from shared.memory_service import MemoryEngine
-from shared.schemas import MemoryCreate, QueryFilters
+from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
 from shared.sectors import SECTOR_CONFIGS
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
@@ -121,6 +121,34 @@ def test_one_hop_waypoint_surfaces_a_memory_with_no_direct_hit(db, engine, tenan
     assert hop.hops == 1 and hop.via == seed["id"] and hop.waypoint_weight == pytest.approx(0.9)
     assert hop.lexical_rank is None and hop.path == [str(seed["id"]), str(linked["id"])]
     assert (seed["id"], linked["id"]) in outcome.traversed
+
+
+def test_each_stage_can_be_switched_off(db, engine, tenant):
+    seed, _ = add(db, engine, tenant, "Kubernetes cluster upgrade scheduled for Saturday night")
+    linked, _ = add(db, engine, tenant, "Remember to notify the on-call rotation beforehand")
+    add(db, engine, tenant, "Quarterly revenue rose by four percent")
+    with db.session() as s:
+        s.execute(
+            text("INSERT INTO waypoints (src_id, dst_id, user_id, weight) VALUES (:a, :b, :u, 0.9)"),
+            {"a": seed["id"], "b": linked["id"], "u": tenant},
+        )
+
+    def ask(**options):
+        with db.session() as s:
+            return engine.query(
+                s, tenant, "kubernetes upgrade", k=8, filters=QueryFilters(), options=RetrievalOptions(**options)
+            ).matches
+
+    lexical_only = ask(dense=False, waypoints=False, rank="fusion")
+    assert [c.id for c, _ in lexical_only] == [seed["id"]]  # the one memory with the words
+    assert lexical_only[0][0].dense_rank is None and lexical_only[0][0].score == lexical_only[0][0].rrf_score
+    dense_only = ask(lexical=False, waypoints=False, rank="fusion")
+    assert all(c.lexical_rank is None and c.dense_rank is not None for c, _ in dense_only)
+    assert [c.rrf_score for c, _ in dense_only] == sorted((c.rrf_score for c, _ in dense_only), reverse=True)
+    assert linked["id"] not in {c.id for c, _ in ask(dense=False, waypoints=False)}
+    assert linked["id"] in {c.id for c, _ in ask(dense=False)}  # only through the waypoint
+    with pytest.raises(ValueError, match="at least one of lexical and dense"):
+        RetrievalOptions(lexical=False, dense=False)
 
 
 def test_filters_by_sector_tags_and_time(db, engine, tenant):
