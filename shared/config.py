@@ -9,6 +9,9 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.sectors import SECTORS
+
+PROVIDERS = ("synthetic", "local", "static", "openai", "ollama")
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "test", "xxx"})
 
 
@@ -56,6 +59,14 @@ class Settings(BaseSettings):
     # Embeddings
     embedding_provider: Literal["synthetic", "local", "static", "openai", "ollama"] = Field(
         default="local", validation_alias=_env("MNEMOFLOW_EMBEDDING_PROVIDER", "OM_EMBEDDINGS")
+    )
+    # Architecture seed: simple = one model for every sector; advanced = a model per sector where
+    # MNEMOFLOW_SECTOR_PROVIDERS says so ("procedural=local,episodic=static"), the default elsewhere.
+    embed_mode: Literal["simple", "advanced"] = Field(
+        default="simple", validation_alias=_env("MNEMOFLOW_EMBED_MODE", "OM_EMBED_MODE")
+    )
+    sector_providers: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, validation_alias=_env("MNEMOFLOW_SECTOR_PROVIDERS")
     )
     # local provider (MiniLM ONNX): tokens per window (model limit 512; trained on 256), window overlap
     local_window_tokens: int = Field(default=256, ge=8, le=512)
@@ -207,6 +218,30 @@ class Settings(BaseSettings):
             return pairs
         return value
 
+    @field_validator("sector_providers", mode="before")
+    @classmethod
+    def _parse_sector_providers(cls, value: object) -> object:
+        if isinstance(value, str):
+            pairs: dict[str, str] = {}
+            for entry in filter(None, (part.strip() for part in value.split(","))):
+                sector, sep, provider = (p.strip() for p in entry.partition("="))
+                if not sep or not sector or not provider:
+                    raise ValueError(f"MNEMOFLOW_SECTOR_PROVIDERS entry {entry!r} must look like 'sector=provider'")
+                pairs[sector] = provider
+            value = pairs
+        if isinstance(value, dict):
+            for sector, provider in value.items():
+                if sector not in SECTORS:
+                    raise ValueError(
+                        f"MNEMOFLOW_SECTOR_PROVIDERS: unknown sector {sector!r}; one of {', '.join(SECTORS)}"
+                    )
+                if provider not in PROVIDERS:
+                    raise ValueError(
+                        f"MNEMOFLOW_SECTOR_PROVIDERS: unknown provider {provider!r} for {sector}; "
+                        f"one of {', '.join(PROVIDERS)}"
+                    )
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _normalize_dsn(cls, value: str | None) -> str | None:
@@ -216,6 +251,8 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         if self.min_vector_dim > self.max_vector_dim:
             raise ValueError("OM_MIN_VECTOR_DIM must not exceed OM_MAX_VECTOR_DIM")
+        if self.sector_providers and self.embed_mode != "advanced":
+            raise ValueError("MNEMOFLOW_SECTOR_PROVIDERS needs MNEMOFLOW_EMBED_MODE=advanced (OM_EMBED_MODE)")
         if self.default_k > self.max_k:
             raise ValueError("MNEMOFLOW_DEFAULT_K must not exceed MNEMOFLOW_MAX_K")
         if self.environment != "development":
@@ -237,6 +274,12 @@ class Settings(BaseSettings):
         if self.om_api_key:
             keys.setdefault(self.om_api_key, self.default_user_id)
         return keys
+
+    def provider_for(self, sector: str) -> str:
+        """The embedding provider of one sector (advanced mode may give a sector its own)."""
+        if self.embed_mode == "advanced":
+            return self.sector_providers.get(sector, self.embedding_provider)
+        return self.embedding_provider
 
     @property
     def chunk_size(self) -> int:

@@ -9,7 +9,7 @@ import json
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,8 +27,8 @@ from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
 from shared.scoring import ScoreWeights
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
-from shared.storage.memories import MemoryFilter, NewMemory
-from shared.storage.models import guard_store_model
+from shared.storage.memories import MemoryFilter, NewMemory, SectorVector
+from shared.storage.models import guard_store_model, per_sector
 from shared.text import hash_normalized, normalize_content
 
 ChunkClassification = tuple[tuple[str, ...], float]  # sectors (primary first), confidence
@@ -70,12 +70,21 @@ class MemoryEngine:
     """Stateless apart from its settings and embedder; one per process."""
 
     def __init__(
-        self, settings: Settings, embedder: EmbeddingProvider, *, query_embedder: EmbeddingProvider | None = None
+        self,
+        settings: Settings,
+        embedder: EmbeddingProvider,
+        *,
+        query_embedder: EmbeddingProvider | None = None,
+        sector_embedders: Mapping[str, EmbeddingProvider] | None = None,
+        sector_query_embedders: Mapping[str, EmbeddingProvider] | None = None,
     ) -> None:
         self.settings = settings
-        self.embedder = embedder
+        self.embedder = embedder  # the default provider (every sector's, in simple mode)
+        # Advanced mode (architecture seed): a sector may have a model of its own.
+        self.embedders = per_sector(sector_embedders or embedder)
         # Queries may go through a cache (same model); stored memories are always embedded afresh.
         self.query_embedder = query_embedder or embedder
+        self.query_embedders = per_sector(sector_query_embedders or query_embedder or self.embedders)
         self.lexical = store.LexicalParams(
             config=settings.text_search_config,
             k1=settings.bm25_k1,
@@ -111,21 +120,36 @@ class MemoryEngine:
         items: Sequence[MemoryCreate],
         user_id: str,
         classified: Sequence[ChunkClassification | None] | None = None,
-    ) -> tuple[list[NewMemory], EmbedCall]:
+    ) -> tuple[list[NewMemory], list[EmbedCall]]:
         """Classify, hash and embed a batch of items (one provider call for the whole batch).
 
         `classified`: the (sectors, confidence) the gateway already found when it routed the items.
         """
         texts = [normalize_content(item.content) for item in items]
-        vectors, call = embed_timed(self.embedder, texts)
-        prepared = []
-        for i, (item, text_, vector) in enumerate(zip(items, texts, vectors, strict=True)):
+        classes: list[ChunkClassification] = []
+        for i, text_ in enumerate(texts):
             known = classified[i] if classified else None
             if known is None:
                 cls = sector_rules.classify(text_)
-                sectors, confidence = cls.sectors, cls.confidence
-            else:
-                sectors, confidence = known
+                known = (cls.sectors, cls.confidence)
+            classes.append(known)
+        # One provider call per model for the items with a sector of that model (one call in simple mode).
+        vectors: list[dict[str, SectorVector]] = [{} for _ in items]
+        calls = []
+        for provider, sectors_of_model in _by_provider(self.embedders):
+            wanted = [i for i, (sectors, _) in enumerate(classes) if set(sectors) & sectors_of_model]
+            if not wanted:
+                continue
+            embedded, call = embed_timed(provider, [texts[i] for i in wanted])
+            calls.append(call)
+            for i, vector in zip(wanted, embedded, strict=True):
+                shared_vector = SectorVector(provider.model, np.asarray(vector, dtype=np.float32))
+                for sector in classes[i][0]:
+                    if sector in sectors_of_model:
+                        vectors[i][sector] = shared_vector
+        prepared = []
+        for i, (item, text_) in enumerate(zip(items, texts, strict=True)):
+            sectors, confidence = classes[i]
             config = sector_rules.SECTOR_CONFIGS[sectors[0]]
             salience = item.salience
             if salience is None:
@@ -147,10 +171,10 @@ class MemoryEngine:
                     decay_lambda=config.decay_lambda,
                     confidence=item.confidence,
                     classification_confidence=confidence,
-                    embedding=np.asarray(vector, dtype=np.float32),
+                    vectors=vectors[i],
                 )
             )
-        return prepared, call
+        return prepared, calls
 
     def store(self, session: Session, memories: Sequence[NewMemory], *, settle: bool) -> list[store.StoredRef]:
         """Insert prepared memories (idempotent on user + content).
@@ -159,8 +183,8 @@ class MemoryEngine:
         to its best match now. settle=False (bulk): vectors land in the fresh tier at COPY speed, are
         searched exactly at once, and `merge_fresh` indexes and links them in the background.
         """
-        guard_store_model(session, self.embedder)
-        refs = store.insert_memories(session, memories, model=self.embedder.model, indexed=settle)
+        guard_store_model(session, self.embedders)
+        refs = store.insert_memories(session, memories, indexed=settle)
         if settle:
             by_sector: dict[str, list[uuid.UUID]] = defaultdict(list)
             for memory, ref in zip(memories, refs, strict=True):
@@ -177,8 +201,8 @@ class MemoryEngine:
                 session,
                 ids,
                 sector,
-                dim=self.embedder.dim,
-                model=self.embedder.model,
+                dim=self.embedders[sector].dim,
+                model=self.embedders[sector].model,
                 threshold=self.settings.waypoint_threshold,
             )
             for sector, ids in by_sector.items()
@@ -198,8 +222,9 @@ class MemoryEngine:
     def add(self, session: Session, user_id: str, item: MemoryCreate) -> tuple[dict[str, Any], bool]:
         """Store one memory now; returns (memory, deduplicated)."""
         self.validate_item(item)
-        prepared, call = self.prepare([item], user_id)
-        job_store.log_embedding(session, call, purpose="add")
+        prepared, calls = self.prepare([item], user_id)
+        for call in calls:
+            job_store.log_embedding(session, call, purpose="add")
         (ref,) = self.store(session, prepared, settle=True)
         memory = store.get_memory(session, user_id, ref.id)
         assert memory is not None
@@ -216,9 +241,10 @@ class MemoryEngine:
         if content is not None and normalize_content(content) != normalize_content(current["content"]):
             self._check_content(content, "content")
             item = MemoryCreate(content=content, tags=current["tags"], metadata=current["metadata"])
-            (prepared,), call = self.prepare([item], user_id)
-            job_store.log_embedding(session, call, purpose="update")
-            guard_store_model(session, self.embedder)
+            (prepared,), calls = self.prepare([item], user_id)
+            for call in calls:
+                job_store.log_embedding(session, call, purpose="update")
+            guard_store_model(session, self.embedders)
             owner = store.content_hash_owner(session, user_id, prepared.content_hash)
             if owner is not None and owner != memory_id:
                 raise Conflict(f"another memory ({owner}) already has this content", details={"id": str(owner)})
@@ -226,7 +252,7 @@ class MemoryEngine:
         was_counted = store.settled_ids(session, [memory_id])
         store.count_terms(session, was_counted, sign=-1)
         if prepared is not None:
-            store.replace_content(session, user_id, memory_id, prepared, model=self.embedder.model)
+            store.replace_content(session, user_id, memory_id, prepared)
         if tags is not None or metadata is not None:
             store.update_memory_fields(session, user_id, memory_id, tags=tags, meta=metadata)
         if prepared is not None or was_counted:  # new content is indexed at once; a fresh memory waits its merge
@@ -254,8 +280,9 @@ class MemoryEngine:
             known = raw.pop(CLASSIFICATION_KEY, None)
             items.append(MemoryCreate.model_validate(raw))
             classified.append((tuple(known["sectors"]), float(known["confidence"])) if known else None)
-        prepared, call = self.prepare(items, job["user_id"], classified)
-        job_store.log_embedding(session, call, purpose="batch", job_id=job_id)
+        prepared, calls = self.prepare(items, job["user_id"], classified)
+        for call in calls:
+            job_store.log_embedding(session, call, purpose="batch", job_id=job_id)
         refs = self.store(session, prepared, settle=False)
         created = sum(1 for r in refs if r.created)
         return job_store.complete_chunk(
@@ -290,10 +317,13 @@ class MemoryEngine:
         )
         pool = k * s.candidate_multiplier
         watch = _Stopwatch()
-        vectors, call = embed_query_timed(self.query_embedder, [normalize_content(query)])
-        query_vector = vectors[0]
-        if call is not None:  # a model call, not a cache hit: recorded without waiting for the disk
-            job_store.log_embedding(session, call, purpose="query", synchronous=False)
+        queries: dict[str, SectorVector] = {}
+        for provider, sectors_of_model in _by_provider(self.query_embedders):
+            vectors, call = embed_query_timed(provider, [normalize_content(query)])
+            if call is not None:  # a model call, not a cache hit: recorded without waiting for the disk
+                job_store.log_embedding(session, call, purpose="query", synchronous=False)
+            shared_query = SectorVector(provider.model, vectors[0])
+            queries |= dict.fromkeys(sectors_of_model, shared_query)
         watch.lap("embed")
         lexical = (
             store.lexical_candidates(session, user_id, query, limit=pool, where=where, params=self.lexical)
@@ -305,11 +335,9 @@ class MemoryEngine:
             store.dense_candidates(
                 session,
                 user_id,
-                query_vector,
-                sectors=wanted_sectors or sector_rules.SECTORS,
+                {sector: queries[sector] for sector in wanted_sectors or sector_rules.SECTORS},
                 limit=pool,
                 where=where,
-                model=self.embedder.model,
             )
             if options.dense
             else []
@@ -321,8 +349,7 @@ class MemoryEngine:
             session,
             user_id,
             list(seeds),
-            query_vector,
-            model=self.embedder.model,
+            queries,
             known_cosine=[i for i, c in seeds.items() if c.dense_similarity is not None],
         )
         watch.lap("fetch")
@@ -397,6 +424,14 @@ class MemoryEngine:
             cap=self.settings.waypoint_max_weight,
         )
         return True
+
+
+def _by_provider(embedders: Mapping[str, EmbeddingProvider]) -> list[tuple[EmbeddingProvider, set[str]]]:
+    """Each distinct provider with the sectors it embeds (one provider for all five in simple mode)."""
+    groups: dict[int, tuple[EmbeddingProvider, set[str]]] = {}
+    for sector, provider in embedders.items():
+        groups.setdefault(id(provider), (provider, set()))[1].add(sector)
+    return list(groups.values())
 
 
 def _passes(row: dict[str, Any], where: MemoryFilter) -> bool:

@@ -1,7 +1,8 @@
 """Re-embedding a store with another model: plan, per-chunk work on the sector queues, then the switch.
 
-1. `start_job` records the target model; `plan_round` lists every memory with a vector of another
-   model and splits them, per primary sector, into chunks on that sector's queue.
+1. `start_job` records the target model of each sector to convert (all five, or some in advanced
+   mode); `plan_round` lists every memory with a vector of another model in those sectors and splits
+   them, per primary sector, into chunks on that sector's queue.
 2. `process_chunk` re-embeds a chunk's memories from their original content and swaps their vectors,
    exactly once (the chunk's row lock), whichever worker gets it.
 3. `finish` takes the store-model lock exclusively (in-flight writers drain, new ones wait), and
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -25,7 +27,8 @@ from shared.embedding.calls import embed_timed
 from shared.errors import Conflict
 from shared.storage import jobs as job_store
 from shared.storage import reembed as reembed_store
-from shared.storage.models import StoreModel, current_model, lock_for_switch, switch_model
+from shared.storage.memories import SectorVector
+from shared.storage.models import StoreModel, current_models, lock_for_switch, switch_models
 from shared.text import normalize_content
 
 SYSTEM_TENANT = "_system"  # store-wide jobs belong to no tenant
@@ -33,12 +36,15 @@ JOB_KIND = "reembed"
 MAX_ROUNDS = 5
 
 
-def target_of(job: dict[str, Any]) -> StoreModel:
-    raw = job["params"]["target"]
-    return StoreModel(raw["provider"], raw["model"], int(raw["dim"]))
+def targets_of(job: dict[str, Any]) -> dict[str, StoreModel]:
+    """Sector -> the model its vectors are converted to."""
+    return {
+        sector: StoreModel(raw["provider"], raw["model"], int(raw["dim"]))
+        for sector, raw in job["params"]["targets"].items()
+    }
 
 
-def start_job(session: Session, target: StoreModel, *, chunk_size: int) -> uuid.UUID:
+def start_job(session: Session, targets: Mapping[str, StoreModel], *, chunk_size: int) -> uuid.UUID:
     """Create the job (planned by a task); refuse when one is running or there is nothing to convert."""
     running = job_store.open_jobs(session, JOB_KIND)
     if running:
@@ -46,18 +52,19 @@ def start_job(session: Session, target: StoreModel, *, chunk_size: int) -> uuid.
             f"a re-embed is already running (job {running[0]['id']}); follow it with GET /jobs/{running[0]['id']}",
             details={"job_id": str(running[0]["id"])},
         )
-    current = current_model(session)
-    stale = reembed_store.count_stale_vectors(session, model=target.model, dim=target.dim)
-    if current == target and stale == 0:
-        raise Conflict(f"the store already uses {target.provider} model {target.model!r}; nothing to re-embed")
+    current = current_models(session)
+    stale = reembed_store.count_stale_vectors(session, targets)
+    if all(current.get(sector) == target for sector, target in targets.items()) and stale == 0:
+        models = sorted({f"{t.provider} model {t.model!r}" for t in targets.values()})
+        raise Conflict(f"the store already uses {', '.join(models)} there; nothing to re-embed")
     job_id, _ = job_store.create_job(
         session,
         user_id=SYSTEM_TENANT,
         kind=JOB_KIND,
         total=0,
         params={
-            "target": asdict(target),
-            "from": asdict(current) if current else None,
+            "targets": {sector: asdict(t) for sector, t in targets.items()},
+            "from": {sector: asdict(current[sector]) for sector in targets if sector in current},
             "chunk_size": chunk_size,
             "round": 0,
         },
@@ -71,8 +78,7 @@ def plan_round(session: Session, job_id: uuid.UUID) -> list[job_store.ChunkSpec]
     job = job_store.get_job(session, job_id)
     if job is None or job["status"] not in ("queued", "running"):
         return []
-    target = target_of(job)
-    stale = reembed_store.stale_memories(session, model=target.model, dim=target.dim)
+    stale = reembed_store.stale_memories(session, targets_of(job))
     by_sector: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for memory_id, sector in stale:
         by_sector[sector].append({"id": str(memory_id)})
@@ -89,16 +95,35 @@ def plan_round(session: Session, job_id: uuid.UUID) -> list[job_store.ChunkSpec]
     return chunks
 
 
-def process_chunk(session: Session, job_id: uuid.UUID, seq: int, embedder: EmbeddingProvider) -> bool | None:
-    """Re-embed one chunk exactly once; None if there was nothing to do, else whether all the job's chunks are done."""
+def process_chunk(
+    session: Session, job_id: uuid.UUID, seq: int, embedder_for: Callable[[StoreModel], EmbeddingProvider]
+) -> bool | None:
+    """Re-embed one chunk exactly once; None if there was nothing to do, else whether all the job's chunks are done.
+
+    `embedder_for` builds (or reuses) the provider of a target model.
+    """
     chunk = job_store.claim_chunk(session, job_id, seq)
     if chunk is None:
         return None
+    job = job_store.get_job(session, job_id)
+    assert job is not None
+    targets = targets_of(job)
     rows = reembed_store.fetch_for_reembed(session, [uuid.UUID(item["id"]) for item in chunk["items"]])
-    if rows:
-        vectors, call = embed_timed(embedder, [normalize_content(r.content) for r in rows])
+    vectors: list[dict[str, SectorVector]] = [{} for _ in rows]
+    by_target: dict[StoreModel, list[str]] = defaultdict(list)
+    for sector, target in targets.items():
+        by_target[target].append(sector)
+    for target, sectors in by_target.items():  # one provider call per target model
+        wanted = [i for i, row in enumerate(rows) if set(row.sectors) & set(sectors)]
+        if not wanted:
+            continue
+        embedder = embedder_for(target)
+        embedded, call = embed_timed(embedder, [normalize_content(rows[i].content) for i in wanted])
         job_store.log_embedding(session, call, purpose=JOB_KIND, job_id=job_id)
-        reembed_store.replace_vectors(session, rows, vectors, model=embedder.model)
+        for i, vector in zip(wanted, embedded, strict=True):
+            shared_vector = SectorVector(embedder.model, vector)
+            vectors[i] |= {sector: shared_vector for sector in rows[i].sectors if sector in sectors}
+    reembed_store.replace_vectors(session, rows, vectors, sectors=list(targets))
     job_store.complete_chunk(
         session,
         job_id,
@@ -117,9 +142,9 @@ def finish(session: Session, job_id: uuid.UUID) -> str:
         return str(job["status"]) if job else "missing"
     if job_store.open_chunk_count(session, job_id):
         return "running"
-    target = target_of(job)
+    targets = targets_of(job)
     lock_for_switch(session)
-    stale = reembed_store.count_stale_vectors(session, model=target.model, dim=target.dim)
+    stale = reembed_store.count_stale_vectors(session, targets)
     if stale:
         if int(job["params"]["round"]) >= MAX_ROUNDS:
             job_store.finish_job(
@@ -134,16 +159,25 @@ def finish(session: Session, job_id: uuid.UUID) -> str:
             )
             return "failed"
         return "replan"
-    previous = current_model(session)
-    switch_model(session, target)
+    previous = current_models(session)
+    switch_models(session, targets)
     job_store.finish_job(
         session,
         job_id,
         status="succeeded",
         result={
-            "switched_to": asdict(target),
-            "switched_from": asdict(previous) if previous else None,
-            "restart_with": f"MNEMOFLOW_EMBEDDING_PROVIDER={target.provider}",
+            "switched_to": {sector: asdict(t) for sector, t in targets.items()},
+            "switched_from": {sector: asdict(previous[sector]) for sector in targets if sector in previous},
+            "restart_with": restart_advice(targets),
         },
     )
     return "succeeded"
+
+
+def restart_advice(targets: Mapping[str, StoreModel]) -> str:
+    """The setting that makes processes match the converted store."""
+    providers = {t.provider for t in targets.values()}
+    if len(targets) == 5 and len(providers) == 1:
+        return f"MNEMOFLOW_EMBEDDING_PROVIDER={providers.pop()}"
+    pairs = ",".join(f"{sector}={t.provider}" for sector, t in sorted(targets.items()))
+    return f"MNEMOFLOW_EMBED_MODE=advanced MNEMOFLOW_SECTOR_PROVIDERS={pairs}"

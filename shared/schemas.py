@@ -282,3 +282,14 @@ class ReembedRequest(BaseModel):
     dimensions: int | None = Field(
         default=None, ge=8, le=4000, description="required for HTTP providers; others know their own"
     )
+    sectors: list[str] | None = Field(
+        default=None, min_length=1, description="only these sectors (a model per sector: OM_EMBED_MODE=advanced)"
+    )
+
+    @field_validator("sectors")
+    @classmethod
+    def _sectors(cls, value: list[str] | None) -> list[str] | None:
+        for sector in value or []:
+            if sector not in SECTORS:
+                raise ValueError(f"unknown sector {sector!r}; expected one of {', '.join(SECTORS)}")
+        return sorted(set(value)) if value else value

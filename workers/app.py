@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import astuple
 from typing import Any
 
 import redis
@@ -11,7 +12,7 @@ from celery import signals
 from shared.config import get_settings
 from shared.db import Database, create_db_engine
 from shared.embedding import EmbeddingProvider
-from shared.embedding.factory import create_embedder, embedder_for
+from shared.embedding.factory import create_embedder, create_sector_embedders, embedder_for
 from shared.logs import configure_logging
 from shared.memory_service import MemoryEngine
 from shared.queueing import make_celery
@@ -47,11 +48,15 @@ class WorkerContext:
         if cls.db is None:
             cls.db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2))
             embedder = create_embedder(settings)
+            sector_embedders = create_sector_embedders(settings, embedder)
             with cls.db.session() as session:
                 ensure_store_model(
-                    session, embedder, hnsw_m=settings.hnsw_m, hnsw_ef_construction=settings.hnsw_ef_construction
+                    session,
+                    sector_embedders,
+                    hnsw_m=settings.hnsw_m,
+                    hnsw_ef_construction=settings.hnsw_ef_construction,
                 )
-            cls.engine = MemoryEngine(settings, embedder)
+            cls.engine = MemoryEngine(settings, embedder, sector_embedders=sector_embedders)
             cls.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=5)
 
     @classmethod
@@ -99,9 +104,8 @@ def target_embedder(target: StoreModel) -> EmbeddingProvider:
     embedder = WorkerContext.targets.get(target)
     if embedder is None:
         _, engine = context()
-        current = engine.embedder
-        same = (current.name, current.model, current.dim) == (target.provider, target.model, target.dim)
-        embedder = current if same else embedder_for(settings, target.provider, dim=target.dim)
+        mine = [e for e in engine.embedders.values() if (e.name, e.model, e.dim) == astuple(target)]
+        embedder = mine[0] if mine else embedder_for(settings, target.provider, dim=target.dim)
         if (embedder.model, embedder.dim) != (target.model, target.dim):
             raise ValueError(
                 f"this worker's {target.provider} provider makes model {embedder.model!r} ({embedder.dim} dimensions), "

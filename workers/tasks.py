@@ -93,14 +93,9 @@ def reembed_plan(job_id: str) -> dict[str, Any]:
 @app.task(name=TaskName.REEMBED_CHUNK, bind=True, max_retries=None)
 def reembed_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
     """Re-embed one chunk of memories with the job's target model; the last chunk asks for the switch."""
-    db, _ = context()
-    with db.session() as session:
-        job = job_store.get_job(session, uuid.UUID(job_id))
-    if job is None:
-        return {"job_id": job_id, "seq": seq, "status": "missing"}
 
     def work(session: Session, job_uuid: uuid.UUID, chunk_seq: int) -> bool | None:
-        return reembed.process_chunk(session, job_uuid, chunk_seq, target_embedder(reembed.target_of(job)))
+        return reembed.process_chunk(session, job_uuid, chunk_seq, target_embedder)
 
     result, all_done = _run_chunk(self, job_id, seq, work, purpose=reembed.JOB_KIND)
     if all_done:

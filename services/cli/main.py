@@ -169,6 +169,10 @@ def reembed(
         str, typer.Option(help="The provider to move the store to: synthetic, local, static, openai or ollama")
     ],
     dimensions: Annotated[int | None, typer.Option(help="Its dimension (HTTP providers only)")] = None,
+    sector: Annotated[
+        list[str] | None,
+        typer.Option("--sector", help="Only this sector (repeatable; a model per sector needs OM_EMBED_MODE=advanced)"),
+    ] = None,
     wait: Annotated[bool, typer.Option(help="Follow the job's progress until it ends")] = True,
 ) -> None:
     """Re-embed every memory with another embedding provider, on the sector queues of the running stack.
@@ -177,10 +181,12 @@ def reembed(
     are configured). Queries keep working meanwhile. When it succeeds, restart the stack with the new
     MNEMOFLOW_EMBEDDING_PROVIDER; until then writers of the old model are refused with that advice.
     """
-    body = _call("POST", "/maintenance/reembed", json={"provider": provider, "dimensions": dimensions})
-    old, new = body["from"] or {}, body["to"]
+    request = {"provider": provider, "dimensions": dimensions, "sectors": sector or None}
+    body = _call("POST", "/maintenance/reembed", json=request)
+    old = sorted({f"{m['model']} ({m['dim']}d)" for m in body["from"].values()}) or ["?"]
+    new = body["to"]
     typer.echo(
-        f"job {body['job_id']}: {old.get('model', '?')} ({old.get('dim', '?')}d) -> {new['model']} ({new['dim']}d)"
+        f"job {body['job_id']}: {', '.join(body['sectors'])}: {' + '.join(old)} -> {new['model']} ({new['dim']}d)"
     )
     if not wait:
         typer.echo(f"follow it with: mnemoflow job {body['job_id']}")

@@ -17,7 +17,7 @@ from infra.migrate import upgrade
 from infra.processes import gateway_command, wait_healthy, worker_command
 from shared.config import Settings
 from shared.db import Database, create_db_engine
-from shared.embedding.factory import create_embedder
+from shared.embedding.factory import create_embedder, create_sector_embedders
 from shared.errors import MnemoflowError
 from shared.storage.models import ensure_store_model
 
@@ -76,7 +76,10 @@ class Stack:
         try:
             with db.session() as session:
                 ensure_store_model(
-                    session, embedder, hnsw_m=settings.hnsw_m, hnsw_ef_construction=settings.hnsw_ef_construction
+                    session,
+                    create_sector_embedders(settings, embedder),
+                    hnsw_m=settings.hnsw_m,
+                    hnsw_ef_construction=settings.hnsw_ef_construction,
                 )
         except MnemoflowError as exc:
             raise RuntimeError(exc.message) from exc

@@ -19,8 +19,9 @@ from services.gateway.state import GatewayState
 from shared import __version__
 from shared.config import Settings, get_settings
 from shared.db import Database, create_db_engine
+from shared.embedding import EmbeddingProvider
 from shared.embedding.cache import CachedEmbedder
-from shared.embedding.factory import create_embedder
+from shared.embedding.factory import create_embedder, create_sector_embedders
 from shared.logs import configure_logging
 from shared.memory_service import MemoryEngine
 from shared.queueing import make_celery
@@ -83,22 +84,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(create_db_engine(settings, "mnemoflow.gateway"))
         embedder = create_embedder(settings)
+        sector_embedders = create_sector_embedders(settings, embedder)
         with db.session() as session:
             ensure_store_model(
-                session, embedder, hnsw_m=settings.hnsw_m, hnsw_ef_construction=settings.hnsw_ef_construction
+                session, sector_embedders, hnsw_m=settings.hnsw_m, hnsw_ef_construction=settings.hnsw_ef_construction
             )
         redis_client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2, socket_connect_timeout=2)
+        ttl = settings.query_embedding_cache_ttl_seconds
+        cached: dict[int, EmbeddingProvider] = {}  # one cache wrapper per provider, shared by its sectors
+        for provider in sector_embedders.values():
+            cached.setdefault(
+                id(provider), CachedEmbedder(provider, redis_client, ttl_seconds=ttl) if ttl else provider
+            )
         app.state.mnemoflow = GatewayState(
             settings=settings,
             db=db,
             engine=MemoryEngine(
                 settings,
                 embedder,
-                query_embedder=CachedEmbedder(
-                    embedder, redis_client, ttl_seconds=settings.query_embedding_cache_ttl_seconds
-                )
-                if settings.query_embedding_cache_ttl_seconds
-                else None,
+                sector_embedders=sector_embedders,
+                sector_query_embedders={sector: cached[id(p)] for sector, p in sector_embedders.items()},
             ),
             redis=redis_client,
             celery=make_celery(settings, "mnemoflow.gateway"),

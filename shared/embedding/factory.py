@@ -2,17 +2,38 @@
 
 from __future__ import annotations
 
-from shared.config import Settings
+from shared.config import PROVIDERS, Settings
 from shared.embedding.base import EmbeddingProvider
 from shared.embedding.synthetic import SyntheticEmbedder
+from shared.sectors import SECTORS
 
-PROVIDERS = ("synthetic", "local", "static", "openai", "ollama")
 SYNTHETIC_DEFAULT_DIM = 384
 
 
 def create_embedder(settings: Settings) -> EmbeddingProvider:
     """The configured provider (MNEMOFLOW_EMBEDDING_PROVIDER)."""
     return embedder_for(settings, settings.embedding_provider, dim=settings.vector_dim)
+
+
+def create_sector_embedders(
+    settings: Settings, default: EmbeddingProvider | None = None
+) -> dict[str, EmbeddingProvider]:
+    """Sector -> provider: the default everywhere in simple mode; advanced mode's choices elsewhere.
+
+    One instance per provider, shared by its sectors. MNEMOFLOW_VECTOR_DIM applies to HTTP providers only
+    when another provider is the default (models that know their dimension use it).
+    """
+    default = default or create_embedder(settings)
+    built: dict[str, EmbeddingProvider] = {settings.embedding_provider: default}
+    out = {}
+    for sector in SECTORS:
+        name = settings.provider_for(sector)
+        if name not in built:
+            built[name] = embedder_for(
+                settings, name, dim=settings.vector_dim if name in ("openai", "ollama") else None
+            )
+        out[sector] = built[name]
+    return out
 
 
 def embedder_for(settings: Settings, provider: str, *, dim: int | None) -> EmbeddingProvider:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,8 +24,16 @@ MEMORY_COLUMNS = (
 
 
 @dataclass(frozen=True)
+class SectorVector:
+    """One sector's vector of a memory (or of a query), with the model that made it."""
+
+    model: str
+    vector: np.ndarray
+
+
+@dataclass(frozen=True)
 class NewMemory:
-    """A memory ready to insert: classified, hashed, with its embedding."""
+    """A memory ready to insert: classified, hashed, with a vector per sector."""
 
     user_id: str
     content: str
@@ -38,7 +46,7 @@ class NewMemory:
     decay_lambda: float
     confidence: float
     classification_confidence: float
-    embedding: np.ndarray
+    vectors: Mapping[str, SectorVector]  # one per sector of `sectors`
     document_id: uuid.UUID | None = None
     chunk_index: int | None = None
 
@@ -88,7 +96,7 @@ def row_to_dict(row: Any) -> dict[str, Any]:
     return data
 
 
-def insert_memories(session: Session, memories: Sequence[NewMemory], *, model: str, indexed: bool) -> list[StoredRef]:
+def insert_memories(session: Session, memories: Sequence[NewMemory], *, indexed: bool) -> list[StoredRef]:
     """Insert memories and their per-sector vectors; an existing (user, content) pair is returned, not duplicated.
 
     `indexed=False` lands the vectors in the fresh tier (no HNSW cost now; searched exactly until merged).
@@ -154,9 +162,7 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, model: s
             seen_new.add(memory_id)
             new_vectors.append((memory_id, m))
     if new_vectors:
-        copy_vectors(
-            session, ((i, m.user_id, m.sectors, m.embedding) for i, m in new_vectors), model=model, indexed=indexed
-        )
+        copy_vectors(session, ((i, m.user_id, m.vectors) for i, m in new_vectors), indexed=indexed)
 
     refs = []
     for m in memories:
@@ -176,10 +182,10 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, model: s
     return result
 
 
-VectorRows = Iterable[tuple[uuid.UUID, str, Sequence[str], np.ndarray]]  # memory id, user id, sectors, vector
+VectorRows = Iterable[tuple[uuid.UUID, str, Mapping[str, SectorVector]]]  # memory id, user id, sector -> vector
 
 
-def copy_vectors(session: Session, rows: VectorRows, *, model: str, indexed: bool) -> None:
+def copy_vectors(session: Session, rows: VectorRows, *, indexed: bool) -> None:
     """COPY the vectors (one per sector of each memory) in binary: the fastest way into the partitions."""
     raw = session.connection().connection.driver_connection
     assert raw is not None
@@ -191,10 +197,11 @@ def copy_vectors(session: Session, rows: VectorRows, *, model: str, indexed: boo
         ) as copy,
     ):
         copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "vector"])
-        for memory_id, user_id, sectors, embedding in rows:
-            vector = Vector(np.asarray(embedding, dtype=np.float32))
-            for sector in sectors:
-                copy.write_row((memory_id, sector, user_id, int(embedding.shape[0]), model, indexed, vector))
+        for memory_id, user_id, vectors in rows:
+            encoded: dict[int, Vector] = {}  # simple mode: one vector serves every sector
+            for sector, sv in vectors.items():
+                vector = encoded.setdefault(id(sv.vector), Vector(np.asarray(sv.vector, dtype=np.float32)))
+                copy.write_row((memory_id, sector, user_id, int(sv.vector.shape[0]), sv.model, indexed, vector))
 
 
 def link_to_best_match(
@@ -307,7 +314,7 @@ def update_memory_fields(
     )
 
 
-def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: NewMemory, *, model: str) -> None:
+def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: NewMemory) -> None:
     """Swap a memory's content, classification and vectors in place (PATCH with new content)."""
     session.execute(
         text(
@@ -328,7 +335,7 @@ def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: N
         },
     )
     session.execute(text("DELETE FROM memory_vectors WHERE memory_id = :id"), {"id": memory_id})
-    copy_vectors(session, [(memory_id, user_id, new.sectors, new.embedding)], model=model, indexed=True)
+    copy_vectors(session, [(memory_id, user_id, new.vectors)], indexed=True)
 
 
 def content_hash_owner(session: Session, user_id: str, content_hash: str) -> uuid.UUID | None:
@@ -536,52 +543,59 @@ def lexical_candidates(
     return [(r.id, float(r.score)) for r in rows]
 
 
+def _by_model(queries: Mapping[str, SectorVector]) -> list[tuple[SectorVector, list[str]]]:
+    """Sectors grouped by the query vector they share (one group in simple mode)."""
+    groups: dict[int, tuple[SectorVector, list[str]]] = {}
+    for sector, query in queries.items():
+        groups.setdefault(id(query), (query, []))[1].append(sector)
+    return list(groups.values())
+
+
 def dense_candidates(
     session: Session,
     user_id: str,
-    query_vector: np.ndarray,
+    queries: Mapping[str, SectorVector],
     *,
-    sectors: Sequence[str],
     limit: int,
     where: MemoryFilter,
-    model: str,
 ) -> list[tuple[uuid.UUID, float]]:
     """Nearest memories by cosine over each sector's HNSW index, best similarity per memory, best first.
 
-    Only vectors of the query's `model` count (during a re-embed a store holds two models' vectors).
+    `queries`: the sectors to search, each with the query embedded by that sector's model; only vectors
+    of that model count (during a re-embed a store holds two models' vectors).
     """
-    dim = int(query_vector.shape[0])
+    if not queries:
+        return []
     clause, params = where.sql("m")
     filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
     parts = []
-    distance = f"v.embedding::vector({dim}) <=> CAST(:q AS vector({dim}))"
-    if not sectors:
-        return []
-    # Settled rows through each partition's HNSW index (one ordered index scan per sector) ...
-    for i, sector in enumerate(sectors):
-        params[f"s{i}"] = sector
+    for g, (query, sectors) in enumerate(_by_model(queries)):
+        dim = int(query.vector.shape[0])
+        distance = f"v.embedding::vector({dim}) <=> CAST(:q{g} AS vector({dim}))"
+        params[f"q{g}"] = Vector(query.vector.astype(np.float32))
+        params[f"model{g}"] = query.model
+        # Settled rows through each partition's HNSW index (one ordered index scan per sector) ...
+        for sector in sectors:
+            params[f"s_{sector}"] = sector
+            parts.append(
+                f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
+                     FROM memory_vectors v
+                     WHERE v.sector = :s_{sector} AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id
+                       AND v.model = :model{g}{filter_sql}
+                     ORDER BY {distance}
+                     LIMIT :limit)"""
+            )
+        # ... and the tenant's fresh rows, in all those sectors at once, by exact scan of the fresh index.
+        params[f"fresh{g}"] = sectors
         parts.append(
             f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
                  FROM memory_vectors v
-                 WHERE v.sector = :s{i} AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id
-                   AND v.model = :model{filter_sql}
+                 WHERE v.sector = ANY(CAST(:fresh{g} AS text[])) AND v.dim = {dim} AND NOT v.indexed
+                   AND v.user_id = :user_id AND v.model = :model{g}{filter_sql}
                  ORDER BY {distance}
                  LIMIT :limit)"""
         )
-    # ... and the tenant's fresh rows, in all those sectors at once, by exact scan of the fresh index.
-    params["fresh_sectors"] = list(sectors)
-    parts.append(
-        f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
-             FROM memory_vectors v
-             WHERE v.sector = ANY(CAST(:fresh_sectors AS text[])) AND v.dim = {dim} AND NOT v.indexed
-               AND v.user_id = :user_id AND v.model = :model{filter_sql}
-             ORDER BY {distance}
-             LIMIT :limit)"""
-    )
-    rows = session.execute(
-        text(" UNION ALL ".join(parts)),
-        params | {"q": Vector(query_vector.astype(np.float32)), "user_id": user_id, "limit": limit, "model": model},
-    ).all()
+    rows = session.execute(text(" UNION ALL ".join(parts)), params | {"user_id": user_id, "limit": limit}).all()
     best: dict[uuid.UUID, float] = {}
     for r in rows:
         best[r.memory_id] = max(best.get(r.memory_id, -1.0), float(r.sim))
@@ -592,9 +606,8 @@ def fetch_with_links(
     session: Session,
     user_id: str,
     seed_ids: Sequence[uuid.UUID],
-    query_vector: np.ndarray,
+    queries: Mapping[str, SectorVector],
     *,
-    model: str,
     known_cosine: Sequence[uuid.UUID] = (),
 ) -> tuple[dict[uuid.UUID, dict[str, Any]], list[tuple[uuid.UUID, uuid.UUID, float]]]:
     """One round trip for what scoring needs: the seeds, the memories one waypoint away (either
@@ -602,7 +615,19 @@ def fetch_with_links(
     `known_cosine` ids, which the dense search already measured), and the links."""
     if not seed_ids:
         return {}, []
-    dim = int(query_vector.shape[0])
+    params: dict[str, Any] = {}
+    branches = []
+    for g, (query, sectors) in enumerate(_by_model(queries)):
+        dim = int(query.vector.shape[0])
+        params |= {f"q{g}": Vector(query.vector.astype(np.float32)), f"model{g}": query.model, f"qs{g}": sectors}
+        branches.append(
+            f"""WHEN m.primary_sector = ANY(CAST(:qs{g} AS text[])) THEN
+                       (SELECT 1 - (v.embedding::vector({dim}) <=> CAST(:q{g} AS vector({dim})))
+                        FROM memory_vectors v
+                        WHERE v.memory_id = m.id AND v.sector = m.primary_sector AND v.dim = {dim}
+                          AND v.model = :model{g})"""
+        )
+    cosine = f"CASE WHEN m.id = ANY(CAST(:known AS uuid[])) THEN NULL {' '.join(branches)} END"
     rows = session.execute(
         text(
             f"""
@@ -617,23 +642,17 @@ def fetch_with_links(
                 UNION SELECT dst_id FROM links
             )
             SELECT {MEMORY_COLUMNS.replace("id, ", "m.id, ", 1)},
-                   CASE WHEN NOT m.id = ANY(CAST(:known AS uuid[])) THEN
-                       (SELECT 1 - (v.embedding::vector({dim}) <=> CAST(:q AS vector({dim})))
-                        FROM memory_vectors v
-                        WHERE v.memory_id = m.id AND v.sector = m.primary_sector AND v.dim = {dim}
-                          AND v.model = :model)
-                   END AS cosine,
+                   {cosine} AS cosine,
                    (SELECT json_agg(json_build_array(l.src_id, l.dst_id, l.weight))
                     FROM links l WHERE l.src_id = m.id) AS links
             FROM memories m JOIN wanted w ON w.id = m.id
             """
         ),
-        {
-            "q": Vector(query_vector.astype(np.float32)),
+        params
+        | {
             "ids": [str(i) for i in seed_ids],
             "known": [str(i) for i in known_cosine],
             "user_id": user_id,
-            "model": model,
         },
     ).all()
     memories: dict[uuid.UUID, dict[str, Any]] = {}

@@ -1,12 +1,14 @@
-"""Which embedding model a store's vectors come from (one per store), and the lock that keeps it so.
+"""Which embedding model made each sector's vectors, and the lock that keeps it so.
 
-Writers hold a shared advisory lock on the store's model for their transaction and check that their
-model is the store's; a re-embed switches the model under the exclusive lock, after the last vector
-of the old model is gone, so no old-model vector can land after the switch.
+A store has one model per sector (the same one everywhere in simple mode). Writers hold a shared
+advisory lock for their transaction and check that their models are the store's; a re-embed switches
+models under the exclusive lock, after the last vector of another model is gone, so no vector of an
+old model can land after the switch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import text
@@ -20,6 +22,8 @@ from shared.storage.vector_index import create_vector_index_sql
 STORE_MODEL_LOCK = 727276
 INDEX_DDL_LOCK = 727277
 
+SectorEmbedders = Mapping[str, EmbeddingProvider]
+
 
 @dataclass(frozen=True)
 class StoreModel:
@@ -28,66 +32,113 @@ class StoreModel:
     dim: int
 
 
+def of(embedder: EmbeddingProvider) -> StoreModel:
+    return StoreModel(embedder.name, embedder.model, embedder.dim)
+
+
+def per_sector(embedders: SectorEmbedders | EmbeddingProvider) -> dict[str, EmbeddingProvider]:
+    """A provider for every sector: a single provider stands for all of them."""
+    if isinstance(embedders, Mapping):
+        return {sector: embedders[sector] for sector in SECTORS}
+    return dict.fromkeys(SECTORS, embedders)
+
+
+def current_models(session: Session) -> dict[str, StoreModel]:
+    rows = session.execute(text("SELECT sector, provider, model, dim FROM sector_models")).all()
+    return {r.sector: StoreModel(r.provider, r.model, int(r.dim)) for r in rows}
+
+
 def current_model(session: Session) -> StoreModel | None:
-    row = session.execute(text("SELECT provider, model, dim FROM embedding_model")).first()
-    return StoreModel(row.provider, row.model, int(row.dim)) if row else None
+    """The store's model when every sector has the same one (simple mode), else the semantic sector's."""
+    models = current_models(session)
+    return models.get("semantic") or next(iter(models.values()), None)
 
 
-def _mismatch(store: StoreModel, embedder: EmbeddingProvider) -> Conflict:
-    return Conflict(
-        f"this store's vectors were made by {store.provider} model {store.model!r} ({store.dim} dimensions), "
-        f"but the configured provider is {embedder.name} model {embedder.model!r} ({embedder.dim} dimensions). "
-        f"Set MNEMOFLOW_EMBEDDING_PROVIDER={store.provider} to keep using this store, point "
-        "MNEMOFLOW_DATA_DIR / DATABASE_URL at a new one, or convert this one with "
-        f"`mnemoflow reembed --provider {embedder.name}` (run it against the stack as it is configured now).",
-        details={"store": store.__dict__, "configured": {"provider": embedder.name, "model": embedder.model}},
+def _record(session: Session, embedders: Mapping[str, EmbeddingProvider]) -> None:
+    session.execute(
+        text(
+            "INSERT INTO sector_models (sector, provider, model, dim) "
+            "SELECT * FROM unnest(CAST(:sectors AS text[]), CAST(:providers AS text[]), CAST(:models AS text[]), "
+            "CAST(:dims AS int[])) ON CONFLICT (sector) DO NOTHING"
+        ),
+        {
+            "sectors": list(embedders),
+            "providers": [e.name for e in embedders.values()],
+            "models": [e.model for e in embedders.values()],
+            "dims": [e.dim for e in embedders.values()],
+        },
     )
 
 
-def ensure_vector_indexes(session: Session, dim: int, *, m: int, ef_construction: int) -> None:
-    """The partial HNSW index of every sector partition for vectors of `dim` dimensions."""
+def _check(store: Mapping[str, StoreModel], embedders: Mapping[str, EmbeddingProvider]) -> None:
+    wrong = {
+        sector: (store[sector], e)
+        for sector, e in embedders.items()
+        if sector in store and (store[sector].model, store[sector].dim) != (e.model, e.dim)
+    }
+    if not wrong:
+        return
+    groups: dict[tuple[StoreModel, StoreModel], list[str]] = {}
+    for sector, (s, e) in wrong.items():
+        groups.setdefault((s, of(e)), []).append(sector)
+    described = "; ".join(
+        f"{'every sector' if len(sectors) == len(SECTORS) else ', '.join(sectors)}: the store's vectors were made by "
+        f"{s.provider} model {s.model!r} ({s.dim} dimensions), but the configured provider is {e.provider} model "
+        f"{e.model!r} ({e.dim} dimensions)"
+        for (s, e), sectors in groups.items()
+    )
+    providers = sorted({s.provider for s, _ in wrong.values()})
+    keep = (
+        f"Set MNEMOFLOW_EMBEDDING_PROVIDER={providers[0]}"
+        if len(providers) == 1 and len(wrong) == len(SECTORS)
+        else "Set MNEMOFLOW_EMBEDDING_PROVIDER / MNEMOFLOW_SECTOR_PROVIDERS to the store's models"
+    )
+    raise Conflict(
+        f"{described}. {keep} to keep using this store, point MNEMOFLOW_DATA_DIR / DATABASE_URL at a new "
+        "one, or convert it with `mnemoflow reembed` (run against the stack as it is configured now).",
+        details={
+            "store": {sector: s.__dict__ for sector, (s, _) in wrong.items()},
+            "configured": {
+                sector: {"provider": e.name, "model": e.model, "dim": e.dim} for sector, (_, e) in wrong.items()
+            },
+        },
+    )
+
+
+def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_construction: int) -> None:
+    """The partial HNSW index of every sector partition for vectors of each dimension in `dims`."""
     session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": INDEX_DDL_LOCK})  # concurrent DDL races
-    for sector in SECTORS:
-        session.execute(text(create_vector_index_sql(sector, dim, m, ef_construction)))
+    for dim in sorted(dims):
+        for sector in SECTORS:
+            session.execute(text(create_vector_index_sql(sector, dim, m, ef_construction)))
 
 
 def ensure_store_model(
-    session: Session, embedder: EmbeddingProvider, *, hnsw_m: int = 16, hnsw_ef_construction: int = 64
+    session: Session,
+    embedders: SectorEmbedders | EmbeddingProvider,
+    *,
+    hnsw_m: int = 16,
+    hnsw_ef_construction: int = 64,
 ) -> None:
-    """Record the model on first use and index its dimension; refuse a different model against existing vectors."""
-    session.execute(
-        text(
-            "INSERT INTO embedding_model (provider, model, dim) VALUES (:provider, :model, :dim) "
-            "ON CONFLICT (singleton) DO NOTHING"
-        ),
-        {"provider": embedder.name, "model": embedder.model, "dim": embedder.dim},
-    )
-    store = current_model(session)
-    assert store is not None
-    if (store.model, store.dim) != (embedder.model, embedder.dim):
-        raise _mismatch(store, embedder)
-    ensure_vector_indexes(session, embedder.dim, m=hnsw_m, ef_construction=hnsw_ef_construction)
+    """Record the models on first use and index their dimensions; refuse other models against existing vectors."""
+    chosen = per_sector(embedders)
+    _record(session, chosen)
+    _check(current_models(session), chosen)
+    ensure_vector_indexes(session, {e.dim for e in chosen.values()}, m=hnsw_m, ef_construction=hnsw_ef_construction)
 
 
-def guard_store_model(session: Session, embedder: EmbeddingProvider) -> None:
-    """Before writing vectors: hold the shared lock until commit and check the writer's model is the store's.
+def guard_store_model(session: Session, embedders: SectorEmbedders | EmbeddingProvider) -> None:
+    """Before writing vectors: hold the shared lock until commit and check the writer's models are the store's.
 
     Two statements on purpose: a statement's snapshot predates a lock it waits for inside itself.
     """
+    chosen = per_sector(embedders)
     session.execute(text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": STORE_MODEL_LOCK})
-    store = current_model(session)
-    if store is None:
-        session.execute(
-            text(
-                "INSERT INTO embedding_model (provider, model, dim) VALUES (:provider, :model, :dim) "
-                "ON CONFLICT (singleton) DO NOTHING"
-            ),
-            {"provider": embedder.name, "model": embedder.model, "dim": embedder.dim},
-        )
-        store = current_model(session)
-        assert store is not None
-    if (store.model, store.dim) != (embedder.model, embedder.dim):
-        raise _mismatch(store, embedder)
+    store = current_models(session)
+    if len(store) < len(SECTORS):
+        _record(session, chosen)
+        store = current_models(session)
+    _check(store, chosen)
 
 
 def lock_for_switch(session: Session) -> None:
@@ -95,13 +146,14 @@ def lock_for_switch(session: Session) -> None:
     session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": STORE_MODEL_LOCK})
 
 
-def switch_model(session: Session, target: StoreModel) -> None:
-    """Make `target` the store's model (call under `lock_for_switch`, once no other model's vectors remain)."""
-    session.execute(
-        text(
-            "INSERT INTO embedding_model (provider, model, dim) VALUES (:provider, :model, :dim) "
-            "ON CONFLICT (singleton) DO UPDATE SET provider = EXCLUDED.provider, model = EXCLUDED.model, "
-            "dim = EXCLUDED.dim, created_at = now()"
-        ),
-        {"provider": target.provider, "model": target.model, "dim": target.dim},
-    )
+def switch_models(session: Session, targets: Mapping[str, StoreModel]) -> None:
+    """Make `targets` the models of their sectors (call under `lock_for_switch`, once nothing else is left)."""
+    for sector, target in targets.items():
+        session.execute(
+            text(
+                "INSERT INTO sector_models (sector, provider, model, dim) VALUES (:sector, :provider, :model, :dim) "
+                "ON CONFLICT (sector) DO UPDATE SET provider = EXCLUDED.provider, model = EXCLUDED.model, "
+                "dim = EXCLUDED.dim, created_at = now()"
+            ),
+            {"sector": sector, "provider": target.provider, "model": target.model, "dim": target.dim},
+        )

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from shared.storage.memories import copy_vectors
+from shared.storage.memories import SectorVector, copy_vectors
+from shared.storage.models import StoreModel
 
 
 @dataclass(frozen=True)
@@ -22,26 +22,43 @@ class ReembedRow:
     indexed: bool  # False while the memory's vectors wait in the fresh tier for their merge
 
 
-def stale_memories(session: Session, *, model: str, dim: int) -> list[tuple[uuid.UUID, str]]:
-    """(id, primary sector) of every memory with a vector not made by `model` at `dim`, by sector then id."""
+_TARGETS = (
+    "unnest(CAST(:t_sectors AS text[]), CAST(:t_models AS text[]), CAST(:t_dims AS int[])) AS t(sector, model, dim)"
+)
+
+
+def _target_params(targets: Mapping[str, StoreModel]) -> dict[str, list[object]]:
+    return {
+        "t_sectors": list(targets),
+        "t_models": [t.model for t in targets.values()],
+        "t_dims": [t.dim for t in targets.values()],
+    }
+
+
+def stale_memories(session: Session, targets: Mapping[str, StoreModel]) -> list[tuple[uuid.UUID, str]]:
+    """(id, primary sector) of every memory with a vector, in a target sector, not made by that sector's target."""
     rows = session.execute(
         text(
-            """
+            f"""
             SELECT m.id, m.primary_sector FROM memories m
-            WHERE m.id IN (SELECT memory_id FROM memory_vectors WHERE model <> :model OR dim <> :dim)
+            WHERE m.id IN (SELECT v.memory_id FROM memory_vectors v JOIN {_TARGETS} ON t.sector = v.sector
+                           WHERE v.model <> t.model OR v.dim <> t.dim)
             ORDER BY m.primary_sector, m.id
             """
         ),
-        {"model": model, "dim": dim},
+        _target_params(targets),
     ).all()
     return [(r.id, r.primary_sector) for r in rows]
 
 
-def count_stale_vectors(session: Session, *, model: str, dim: int) -> int:
+def count_stale_vectors(session: Session, targets: Mapping[str, StoreModel]) -> int:
     return int(
         session.execute(
-            text("SELECT count(*) FROM memory_vectors WHERE model <> :model OR dim <> :dim"),
-            {"model": model, "dim": dim},
+            text(
+                f"SELECT count(*) FROM memory_vectors v JOIN {_TARGETS} ON t.sector = v.sector "
+                "WHERE v.model <> t.model OR v.dim <> t.dim"
+            ),
+            _target_params(targets),
         ).scalar_one()
     )
 
@@ -64,15 +81,24 @@ def fetch_for_reembed(session: Session, memory_ids: Sequence[uuid.UUID]) -> list
     return [ReembedRow(r.id, r.user_id, r.content, tuple(r.sectors), bool(r.indexed)) for r in rows]
 
 
-def replace_vectors(session: Session, rows: Sequence[ReembedRow], vectors: np.ndarray, *, model: str) -> None:
-    """Swap each memory's vectors (one per sector) for the new model's; fresh ones stay fresh for their merge."""
+def replace_vectors(
+    session: Session,
+    rows: Sequence[ReembedRow],
+    vectors: Sequence[Mapping[str, SectorVector]],
+    *,
+    sectors: Sequence[str],
+) -> None:
+    """Swap the memories' vectors of `sectors` for the new ones; fresh ones stay fresh for their merge."""
     if not rows:
         return
     session.execute(
-        text("DELETE FROM memory_vectors WHERE memory_id = ANY(CAST(:ids AS uuid[]))"),
-        {"ids": [str(r.id) for r in rows]},
+        text(
+            "DELETE FROM memory_vectors "
+            "WHERE memory_id = ANY(CAST(:ids AS uuid[])) AND sector = ANY(CAST(:sectors AS text[]))"
+        ),
+        {"ids": [str(r.id) for r in rows], "sectors": list(sectors)},
     )
     for indexed in (True, False):
-        group = [(r.id, r.user_id, r.sectors, v) for r, v in zip(rows, vectors, strict=True) if r.indexed is indexed]
+        group = [(r.id, r.user_id, v) for r, v in zip(rows, vectors, strict=True) if r.indexed is indexed and v]
         if group:
-            copy_vectors(session, group, model=model, indexed=indexed)
+            copy_vectors(session, group, indexed=indexed)

@@ -61,7 +61,10 @@ def test_a_store_moves_to_another_model_on_the_sector_queues(make_store, servers
             started = admin.post("/maintenance/reembed", json={"provider": "local"})
             assert started.status_code == 202, started.text
             body = started.json()
-            assert body["from"]["model"] == "synthetic-hash-v1" and body["to"]["model"].startswith("all-MiniLM")
+            assert body["from"]["semantic"]["model"] == "synthetic-hash-v1" and body["to"]["model"].startswith(
+                "all-MiniLM"
+            )
+            assert body["restart_with"] == "MNEMOFLOW_EMBEDDING_PROVIDER=local"
             again = admin.post("/maintenance/reembed", json={"provider": "local"})
             assert again.status_code in (409, 202)  # 409 while running; it may already be done on a fast machine
             job = _wait(admin, body["job_id"])

@@ -396,4 +396,5 @@ def test_a_store_refuses_vectors_from_another_model(db):
         with pytest.raises(Conflict, match="MNEMOFLOW_EMBEDDING_PROVIDER=synthetic"), db.session() as s:
             ensure_store_model(s, other)
     with db.session() as s:
-        assert s.execute(text("SELECT model, dim FROM embedding_model")).one() == ("synthetic-hash-v1", 384)
+        rows = s.execute(text("SELECT DISTINCT model, dim FROM sector_models")).all()
+    assert rows == [("synthetic-hash-v1", 384)]

@@ -12,7 +12,8 @@ from shared import reembed
 from shared.embedding.synthetic import SyntheticEmbedder
 from shared.errors import Conflict
 from shared.memory_service import MemoryEngine
-from shared.schemas import MemoryCreate
+from shared.schemas import MemoryCreate, QueryFilters
+from shared.sectors import SECTORS
 from shared.storage.models import StoreModel, current_model, guard_store_model
 
 pytestmark = pytest.mark.integration
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.integration
 OLD = SyntheticEmbedder(dim=384)
 NEW = SyntheticEmbedder(dim=128)  # same hashing, another dimension: a different model as far as the store goes
 TARGET = StoreModel(NEW.name, NEW.model, NEW.dim)
+TARGETS = dict.fromkeys(SECTORS, TARGET)
 
 
 @pytest.fixture
@@ -43,7 +45,7 @@ def run_all_chunks(db, job_id, chunks):
     results = []
     for chunk in chunks:
         with db.session() as s:
-            results.append(reembed.process_chunk(s, job_id, chunk.seq, NEW))
+            results.append(reembed.process_chunk(s, job_id, chunk.seq, lambda _: NEW))
     return results
 
 
@@ -53,7 +55,7 @@ def test_a_store_is_converted_chunk_by_chunk_and_switched_once_nothing_old_is_le
     ids = [add(db, engine, "alice" if i % 2 else "bob", c) for i, c in enumerate(contents)]
     with db.session() as s:
         before = s.execute(text("SELECT count(*) FROM memory_vectors")).scalar_one()
-        job_id = reembed.start_job(s, TARGET, chunk_size=7)
+        job_id = reembed.start_job(s, TARGETS, chunk_size=7)
     with db.session() as s:
         chunks = reembed.plan_round(s, job_id)
     assert sum(len(c.items) for c in chunks) == len(ids) and all(len(c.items) <= 7 for c in chunks)
@@ -61,7 +63,7 @@ def test_a_store_is_converted_chunk_by_chunk_and_switched_once_nothing_old_is_le
     results = run_all_chunks(db, job_id, chunks)
     assert results[-1] is True and not any(results[:-1])  # only the last chunk sees the job's chunks all done
     with db.session() as s:  # a redelivered chunk finds its work done
-        assert reembed.process_chunk(s, job_id, chunks[0].seq, NEW) is None
+        assert reembed.process_chunk(s, job_id, chunks[0].seq, lambda _: NEW) is None
         assert reembed.finish(s, job_id) == "succeeded"
         assert current_model(s) == TARGET
         job = s.execute(
@@ -76,7 +78,9 @@ def test_a_store_is_converted_chunk_by_chunk_and_switched_once_nothing_old_is_le
     assert logged == 30
 
     # The old model's writers are refused with the way forward; the new model's are welcome and searchable.
-    with pytest.raises(Conflict, match="synthetic model 'synthetic-hash-v1' \\(128 dimensions\\)"):
+    with pytest.raises(
+        Conflict, match="every sector: the store's vectors were made by synthetic model 'synthetic-hash-v1' \\(128"
+    ):
         add(db, engine, "alice", "written by a process still configured with the old model")
     converted = MemoryEngine(settings, NEW)
     add(db, converted, "alice", "The greenhouse tomatoes need watering")
@@ -91,7 +95,7 @@ def test_vectors_written_by_late_old_model_writers_are_picked_up_by_another_roun
     for i in range(10):
         add(db, engine, "carol", f"Early memory number {i}")
     with db.session() as s:
-        job_id = reembed.start_job(s, TARGET, chunk_size=100)
+        job_id = reembed.start_job(s, TARGETS, chunk_size=100)
     with db.session() as s:
         chunks = reembed.plan_round(s, job_id)
     run_all_chunks(db, job_id, chunks)
@@ -114,7 +118,7 @@ def test_the_switch_waits_for_a_writer_in_flight_and_then_counts_its_vectors(sto
     db, engine = store
     add(db, engine, "dave", "A first memory")
     with db.session() as s:
-        job_id = reembed.start_job(s, TARGET, chunk_size=100)
+        job_id = reembed.start_job(s, TARGETS, chunk_size=100)
     with db.session() as s:
         chunks = reembed.plan_round(s, job_id)
     run_all_chunks(db, job_id, chunks)
@@ -141,10 +145,10 @@ def test_a_second_job_or_a_pointless_one_is_refused(store):
     add(db, engine, "erin", "Something to convert")
     with db.session() as s:
         with pytest.raises(Conflict, match="already uses"):
-            reembed.start_job(s, StoreModel(OLD.name, OLD.model, OLD.dim), chunk_size=10)
-        job_id = reembed.start_job(s, TARGET, chunk_size=10)
+            reembed.start_job(s, dict.fromkeys(SECTORS, StoreModel(OLD.name, OLD.model, OLD.dim)), chunk_size=10)
+        job_id = reembed.start_job(s, TARGETS, chunk_size=10)
     with db.session() as s, pytest.raises(Conflict, match=f"already running \\(job {job_id}\\)"):
-        reembed.start_job(s, TARGET, chunk_size=10)
+        reembed.start_job(s, TARGETS, chunk_size=10)
 
 
 def _finish(db, job_id):
@@ -165,6 +169,46 @@ def _waiting_for_advisory_lock(db) -> bool:
 
 
 def _no_filters():
-    from shared.schemas import QueryFilters
-
     return QueryFilters()
+
+
+def test_advanced_mode_moves_one_sector_to_a_model_of_its_own(store, settings):
+    db, engine = store
+    feelings = add(db, engine, "fay", "I feel so happy and excited, I love this!!")  # emotional, among others
+    fact = add(db, engine, "fay", "The capital of France is Paris, a fact from geography")
+    with db.session() as s:
+        job_id = reembed.start_job(s, {"emotional": TARGET}, chunk_size=50)
+    with db.session() as s:
+        chunks = reembed.plan_round(s, job_id)
+    assert [item["id"] for c in chunks for item in c.items] == [str(feelings)]  # only memories with that sector
+    run_all_chunks(db, job_id, chunks)
+    with db.session() as s:
+        assert reembed.finish(s, job_id) == "succeeded"
+        models = {r.sector: (r.model, r.dim) for r in s.execute(text("SELECT sector, model, dim FROM sector_models"))}
+        rows = s.execute(
+            text("SELECT memory_id, sector, dim FROM memory_vectors WHERE memory_id IN (:a, :b)"),
+            {"a": feelings, "b": fact},
+        ).all()
+        job = s.execute(text("SELECT result FROM jobs WHERE id = :j"), {"j": job_id}).scalar_one()
+    assert models["emotional"] == (NEW.model, 128) and all(
+        models[x] == (OLD.model, 384) for x in SECTORS if x != "emotional"
+    )
+    assert all(r.dim == (128 if r.sector == "emotional" else 384) for r in rows)
+    assert job["restart_with"].startswith("MNEMOFLOW_EMBED_MODE=advanced MNEMOFLOW_SECTOR_PROVIDERS=")
+
+    with pytest.raises(Conflict, match="emotional: the store's vectors were made by synthetic model"):
+        add(db, engine, "fay", "Another happy, joyful, exciting day, I love it!!")  # a simple-mode writer
+    advanced = MemoryEngine(
+        settings.model_copy(update={"embed_mode": "advanced"}),
+        OLD,
+        sector_embedders={sector: NEW if sector == "emotional" else OLD for sector in SECTORS},
+    )
+    joyful = add(db, advanced, "fay", "Another happy, joyful, exciting day, I love it!!")
+    with db.session() as s:
+        outcome = advanced.query(s, "fay", "happy and excited", k=5, filters=QueryFilters())
+    found = {c.id: c for c, _ in outcome.matches}
+    assert feelings in found and joyful in found
+    assert found[feelings].dense_rank is not None  # found by vector: the query was embedded per sector model
+    with db.session() as s:
+        written = s.execute(text("SELECT sector, dim FROM memory_vectors WHERE memory_id = :j"), {"j": joyful}).all()
+    assert ("emotional", 128) in written and all(dim == (128 if sec == "emotional" else 384) for sec, dim in written)

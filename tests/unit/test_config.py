@@ -74,3 +74,23 @@ def test_the_operator_key_must_be_strong_outside_development():
     with pytest.raises(ValueError, match="placeholder or short API keys"):
         Settings(_env_file=None, environment="production", admin_api_key="secret")
     assert Settings(_env_file=None, environment="production", admin_api_key="a" * 24).admin_api_key is not None
+
+
+def test_advanced_mode_gives_sectors_their_own_provider():
+    from shared.embedding.factory import create_sector_embedders
+
+    s = Settings(
+        _env_file=None, embedding_provider="synthetic", embed_mode="advanced", sector_providers="procedural=static"
+    )
+    assert (s.provider_for("procedural"), s.provider_for("semantic")) == ("static", "synthetic")
+    simple = Settings(_env_file=None, embedding_provider="synthetic")
+    embedders = create_sector_embedders(simple)
+    assert len({id(e) for e in embedders.values()}) == 1  # one instance serves every sector
+    with pytest.raises(ValidationError, match="needs MNEMOFLOW_EMBED_MODE=advanced"):
+        Settings(_env_file=None, sector_providers="procedural=static")
+    with pytest.raises(ValidationError, match="unknown sector 'dreams'"):
+        Settings(_env_file=None, embed_mode="advanced", sector_providers="dreams=static")
+    with pytest.raises(ValidationError, match="unknown provider 'word2vec'"):
+        Settings(_env_file=None, embed_mode="advanced", sector_providers="semantic=word2vec")
+    with pytest.raises(ValidationError, match="must look like 'sector=provider'"):
+        Settings(_env_file=None, embed_mode="advanced", sector_providers="semantic")

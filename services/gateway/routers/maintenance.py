@@ -17,8 +17,9 @@ from shared.embedding.factory import embedder_for
 from shared.embedding.local import ModelUnavailable
 from shared.errors import InvalidInput, ServiceUnavailable
 from shared.schemas import ReembedRequest
+from shared.sectors import SECTORS
 from shared.storage import jobs as job_store
-from shared.storage.models import StoreModel, current_model
+from shared.storage.models import StoreModel, current_models
 from shared.tasks import TaskName
 
 log = logging.getLogger("mnemoflow.gateway")
@@ -27,9 +28,9 @@ router = APIRouter(prefix="/maintenance", tags=["maintenance"])
 
 def _target_embedder(state: Any, body: ReembedRequest) -> EmbeddingProvider:
     """Build (and try once) the provider the store should move to, so a bad target fails here, not in a worker."""
-    current = state.engine.embedder
-    if body.provider == current.name and body.dimensions in (None, current.dim):
-        return current
+    for current in state.engine.embedders.values():
+        if body.provider == current.name and body.dimensions in (None, current.dim):
+            return current
     try:
         embedder = embedder_for(state.settings, body.provider, dim=body.dimensions)
     except (ModelUnavailable, ValueError) as exc:
@@ -51,18 +52,21 @@ def start_reembed(body: ReembedRequest, state: StateDep, principal: PrincipalDep
     principal.require_admin()
     embedder = _target_embedder(state, body)
     target = StoreModel(embedder.name, embedder.model, embedder.dim)
+    targets = dict.fromkeys(body.sectors or SECTORS, target)
     with state.db.session() as session:
-        previous = current_model(session)
-        job_id = reembed.start_job(session, target, chunk_size=state.settings.reembed_chunk_size)
+        previous = current_models(session)
+        job_id = reembed.start_job(session, targets, chunk_size=state.settings.reembed_chunk_size)
     state.celery.send_task(TaskName.REEMBED_PLAN, kwargs={"job_id": str(job_id)})
     metrics.JOBS_ENQUEUED.labels(kind=reembed.JOB_KIND).inc()
-    log.info("re-embed job %s: %s -> %s", job_id, previous, target)
+    log.info("re-embed job %s: sectors %s -> %s", job_id, ", ".join(targets), target)
     response.headers["Location"] = f"/jobs/{job_id}"
     return {
         "job_id": str(job_id),
         "status": "queued",
-        "from": asdict(previous) if previous else None,
+        "sectors": list(targets),
+        "from": {sector: asdict(previous[sector]) for sector in targets if sector in previous},
         "to": asdict(target),
+        "restart_with": reembed.restart_advice({s: previous[s] for s in SECTORS if s in previous} | targets),
         "status_url": f"/jobs/{job_id}",
     }
 

@@ -16,7 +16,7 @@ from shared.errors import NotFound
 from shared.schemas import JobPublic
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
-from shared.storage.models import current_model
+from shared.storage.models import StoreModel, current_models, of
 
 router = APIRouter(tags=["system"])
 
@@ -25,11 +25,11 @@ router = APIRouter(tags=["system"])
 def health(state: StateDep, response: Response) -> dict[str, Any]:
     """Version, embedding provider, and whether the database and the broker answer (503 if not)."""
     database_ok = broker_ok = True
-    store_model = None
+    store_models: dict[str, StoreModel] = {}
     reembedding: list[str] = []
     try:
         with state.db.session() as session:
-            store_model = current_model(session)
+            store_models = current_models(session)
             reembedding = [str(job["id"]) for job in job_store.open_jobs(session, reembed.JOB_KIND)]
     except Exception:
         database_ok = False
@@ -41,6 +41,8 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
     if not ok:
         response.status_code = 503
     embedder = state.engine.embedder
+    configured = {sector: of(e) for sector, e in state.engine.embedders.items()}
+    store_model = store_models.get("semantic")
     return {
         "ok": ok,
         "version": __version__,
@@ -51,9 +53,14 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
             # in-process models are loaded when the gateway starts; HTTP providers are called per request
             "loaded": embedder.name in ("local", "static", "synthetic"),
             "remote": embedder.name in ("openai", "ollama"),
+            "mode": state.settings.embed_mode,
             "store": asdict(store_model) if store_model else None,
-            "matches_store": store_model is not None
-            and (store_model.model, store_model.dim) == (embedder.model, embedder.dim),
+            # per sector when they differ (advanced mode, or a partial re-embed)
+            "sectors": {s: asdict(m) for s, m in configured.items()} if len(set(configured.values())) > 1 else None,
+            "store_sectors": {s: asdict(m) for s, m in store_models.items()}
+            if len(set(store_models.values())) > 1
+            else None,
+            "matches_store": bool(store_models) and all(store_models.get(s) == m for s, m in configured.items()),
             "reembed_jobs": reembedding,
         },
         "database": {"ok": database_ok},
