@@ -26,7 +26,12 @@ NO_MATCH_CONFIDENCE = 0.2
 
 
 def _patterns(*sources: str) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(source, re.IGNORECASE) for source in sources)
+    # Case-insensitive by lower-casing the text once (classify) and the patterns here: the same matches
+    # as re.IGNORECASE for these ASCII word lists, at about half the cost on the ingest path.
+    for source in sources:  # lower-casing must not turn an escape such as \\S or \\B into another one
+        if re.search(r"\\[A-Z]", source):
+            raise ValueError(f"sector pattern {source!r} has an upper-case escape; it cannot be lower-cased")
+    return tuple(re.compile(source.lower()) for source in sources)
 
 
 @dataclass(frozen=True)
@@ -130,14 +135,19 @@ class Classification:
 
 
 def sector_score(text: str, config: SectorConfig) -> float:
-    """Pattern occurrences in the text times the sector's weight."""
-    return sum(len(pattern.findall(text)) for pattern in config.patterns) * config.weight
+    """Pattern occurrences in the text (any case) times the sector's weight."""
+    return _score(text.lower(), config)
+
+
+def _score(lowered: str, config: SectorConfig) -> float:
+    return sum(len(pattern.findall(lowered)) for pattern in config.patterns) * config.weight
 
 
 def classify(text: str, *, default_sector: str = DEFAULT_SECTOR) -> Classification:
     """Primary, additional sectors and confidence by OpenMemory's pattern-score rules."""
     validate_sector(default_sector)
-    scores = MappingProxyType({name: sector_score(text, SECTOR_CONFIGS[name]) for name in SECTORS})
+    lowered = text.lower()
+    scores = MappingProxyType({name: _score(lowered, SECTOR_CONFIGS[name]) for name in SECTORS})
     # sorted() is stable, so ties keep SECTORS order.
     ranked = sorted(SECTORS, key=lambda name: -scores[name])
     primary, top, runner_up = ranked[0], scores[ranked[0]], scores[ranked[1]]

@@ -94,3 +94,11 @@ def test_validate_sector():
     assert validate_sector("reflective") == "reflective"
     with pytest.raises(ValueError, match="episodic, semantic, procedural, emotional, reflective"):
         validate_sector("Episodic")
+
+
+def test_patterns_match_in_any_case():
+    lower = classify("yesterday i went to the concert and i was so happy, when i saw the band!!")
+    upper = classify("YESTERDAY I WENT TO THE CONCERT AND I WAS SO HAPPY, WHEN I SAW THE BAND!!")
+    mixed = classify("Yesterday I went to the concert and I was so Happy, when I saw the band!!")
+    assert dict(lower.scores) == dict(upper.scores) == dict(mixed.scores)
+    assert lower.scores["episodic"] >= 4 * SECTOR_CONFIGS["episodic"].weight  # yesterday, went, i was, when i, saw
