@@ -99,9 +99,9 @@ def baseline_copy(database_url: str, texts: list[str], *, indexed: bool) -> tupl
             ) as copy:
                 copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "vector"])
                 for memory_id, m in zip(ids, prepared, strict=True):
-                    vector = Vector(np.asarray(m.embedding, dtype=np.float32))
-                    for sector in m.sectors:
-                        copy.write_row((memory_id, sector, USER, m.embedding.shape[0], "baseline", indexed, vector))
+                    for sector, sv in m.vectors.items():
+                        vector = Vector(np.asarray(sv.vector, dtype=np.float32))
+                        copy.write_row((memory_id, sector, USER, sv.vector.shape[0], sv.model, indexed, vector))
         conn.commit()
         return time.perf_counter() - started, prepare_s
 
