@@ -28,6 +28,19 @@ def normalize_database_url(url: str) -> str:
     return url
 
 
+def _pairs(value: object, setting: str, shape: str) -> object:
+    """'a=b,c=d' from the environment as {'a': 'b', 'c': 'd'}; anything else unchanged."""
+    if not isinstance(value, str):
+        return value
+    pairs: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in value.split(","))):
+        left, sep, right = (p.strip() for p in entry.partition("="))
+        if not sep or not left or not right:
+            raise ValueError(f"{setting} entry {entry!r} must look like {shape!r}")
+        pairs[left] = right
+    return pairs
+
+
 class Settings(BaseSettings):
     """Every knob of Mnemoflow; defaults are the seeds' defaults."""
 
@@ -208,27 +221,12 @@ class Settings(BaseSettings):
     @field_validator("api_keys", mode="before")
     @classmethod
     def _parse_api_keys(cls, value: object) -> object:
-        if isinstance(value, str):
-            pairs: dict[str, str] = {}
-            for entry in filter(None, (part.strip() for part in value.split(","))):
-                key, sep, tenant = entry.partition("=")
-                if not sep or not key.strip() or not tenant.strip():
-                    raise ValueError(f"MNEMOFLOW_API_KEYS entry {entry!r} must look like 'key=tenant'")
-                pairs[key.strip()] = tenant.strip()
-            return pairs
-        return value
+        return _pairs(value, "MNEMOFLOW_API_KEYS", "key=tenant")
 
     @field_validator("sector_providers", mode="before")
     @classmethod
     def _parse_sector_providers(cls, value: object) -> object:
-        if isinstance(value, str):
-            pairs: dict[str, str] = {}
-            for entry in filter(None, (part.strip() for part in value.split(","))):
-                sector, sep, provider = (p.strip() for p in entry.partition("="))
-                if not sep or not sector or not provider:
-                    raise ValueError(f"MNEMOFLOW_SECTOR_PROVIDERS entry {entry!r} must look like 'sector=provider'")
-                pairs[sector] = provider
-            value = pairs
+        value = _pairs(value, "MNEMOFLOW_SECTOR_PROVIDERS", "sector=provider")
         if isinstance(value, dict):
             for sector, provider in value.items():
                 if sector not in SECTORS:

@@ -30,6 +30,13 @@ def _clean_tags(tags: list[str]) -> list[str]:
     return list(seen)
 
 
+def _known_sectors(value: list[str] | None) -> list[str] | None:
+    for sector in value or []:
+        if sector not in SECTORS:
+            raise ValueError(f"unknown sector {sector!r}; expected one of {', '.join(SECTORS)}")
+    return value
+
+
 def _contains_nul(value: Any) -> bool:
     if isinstance(value, str):
         return "\x00" in value
@@ -155,10 +162,7 @@ class QueryFilters(BaseModel):
     @field_validator("sectors")
     @classmethod
     def _sectors(cls, value: list[str] | None) -> list[str] | None:
-        for sector in value or []:
-            if sector not in SECTORS:
-                raise ValueError(f"unknown sector {sector!r}; expected one of {', '.join(SECTORS)}")
-        return value
+        return _known_sectors(value)
 
 
 class RetrievalOptions(BaseModel):
@@ -289,7 +293,4 @@ class ReembedRequest(BaseModel):
     @field_validator("sectors")
     @classmethod
     def _sectors(cls, value: list[str] | None) -> list[str] | None:
-        for sector in value or []:
-            if sector not in SECTORS:
-                raise ValueError(f"unknown sector {sector!r}; expected one of {', '.join(SECTORS)}")
-        return sorted(set(value)) if value else value
+        return sorted(set(_known_sectors(value) or [])) or None
