@@ -22,6 +22,7 @@ from shared.config import Settings
 from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_query_timed, embed_timed
 from shared.errors import Conflict, InvalidInput, NotFound
+from shared.packing import Packing, pack
 from shared.retrieval import Candidate, expand_one_hop, fuse, score_candidate
 from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
 from shared.scoring import ScoreWeights
@@ -51,6 +52,7 @@ class QueryOutcome:
     reinforce_ids: list[uuid.UUID] = field(default_factory=list)
     traversed: list[tuple[uuid.UUID, uuid.UUID]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    packing: Packing | None = None  # when the query set a token budget
 
 
 class _Stopwatch:
@@ -302,6 +304,7 @@ class MemoryEngine:
         k: int,
         filters: QueryFilters,
         options: RetrievalOptions | None = None,
+        token_budget: int | None = None,
         now: datetime | None = None,
     ) -> QueryOutcome:
         """Full-text + dense candidates fused by RRF, one waypoint hop, composite score, threshold gate."""
@@ -388,7 +391,12 @@ class MemoryEngine:
             min_score = filters.min_score if filters.min_score is not None else s.min_score
             scored = [pair for pair in scored if pair[0].score >= min_score]
         scored.sort(key=lambda pair: (-pair[0].score, str(pair[0].id)))
-        top = scored[:k]
+        packing = None
+        if token_budget is None:
+            top = scored[:k]
+        else:  # the best that fit the budget, at most k (membox's greedy knapsack)
+            packing = pack([row["content"] for _, row in scored], budget=token_budget, limit=k)
+            top = [scored[i] for i in packing.chosen]
         traversed = [(c.via, c.id) for c, _ in top if c.via is not None]
         watch.lap("score")
         return QueryOutcome(
@@ -397,6 +405,7 @@ class MemoryEngine:
             reinforce_ids=[c.id for c, _ in top],
             traversed=traversed,
             timings_ms=watch.laps,
+            packing=packing,
         )
 
     def reinforce_hits(

@@ -197,6 +197,12 @@ class QueryRequest(BaseModel):
     user_id: UserId | None = None
     explain: bool = False
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
+    token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="fill at most this many (estimated, CJK-aware) tokens with the best memories, still at most k",
+    )
 
     @field_validator("query")
     @classmethod
@@ -233,10 +239,21 @@ class QueryMatch(BaseModel):
     trace: MatchTrace | None = None
 
 
+class PackingPublic(BaseModel):
+    """How a token budget was filled (membox's footnote)."""
+
+    returned: int
+    considered: int
+    tokens: int
+    budget: int
+    footnote: str
+
+
 class QueryResponse(BaseModel):
     query: str
     matches: list[QueryMatch]
     candidates: int = 0
+    packing: PackingPublic | None = None
     timings_ms: dict[str, float] | None = Field(default=None, description="Per-stage time, with explain: true.")
 
 

@@ -146,15 +146,21 @@ def query(
     k: Annotated[int, typer.Option("-k", help="How many memories")] = 8,
     user: Annotated[str | None, typer.Option("--user", "-u", help="Tenant user_id")] = None,
     explain: Annotated[bool, typer.Option(help="Show why each memory was recalled")] = False,
+    token_budget: Annotated[
+        int | None, typer.Option(help="Fill at most this many tokens with the best memories (still at most k)")
+    ] = None,
 ) -> None:
     """Ask for the memories that matter for TEXT."""
-    body = _call("POST", "/memory/query", json={"query": text, "k": k, "user_id": user, "explain": explain})
+    request = {"query": text, "k": k, "user_id": user, "explain": explain, "token_budget": token_budget}
+    body = _call("POST", "/memory/query", json=request)
     if not body["matches"]:
         typer.echo("no memories above the threshold")
     for match in body["matches"]:
         typer.echo(f"{match['score']:.3f}  [{match['primary_sector']}]  {match['content'][:100]}")
         if explain and match.get("trace"):
             typer.echo(f"       {json.dumps(match['trace'])}")
+    if body.get("packing"):
+        typer.echo(body["packing"]["footnote"])
 
 
 @app.command()

@@ -25,6 +25,22 @@ def test_health_reports_provider_database_and_broker(http):
     assert body["database"]["ok"] and body["broker"]["ok"]
 
 
+def test_a_token_budget_packs_the_best_memories_that_fit_and_says_so(http, tenant):
+    long_note = "Release checklist for the payments service: " + "verify the migration and the rollback plan. " * 30
+    for content in (long_note, "The payments release is on Friday", "Payments team owns the release checklist"):
+        assert http.post("/memory/add", json={"content": content, "user_id": tenant}).is_success
+    body = {"query": "payments release checklist", "user_id": tenant, "k": 5, "filters": {"min_score": 0}}
+    unpacked = http.post("/memory/query", json=body).json()
+    assert len(unpacked["matches"]) == 3 and "packing" not in unpacked
+    packed = http.post("/memory/query", json=body | {"token_budget": 40}).json()
+    contents = [m["content"] for m in packed["matches"]]
+    assert long_note not in contents and len(contents) == 2  # ~350 tokens never fit; both short ones do
+    assert packed["packing"]["returned"] == 2 and packed["packing"]["considered"] == 3
+    assert packed["packing"]["tokens"] <= 40
+    assert packed["packing"]["footnote"] == f"returned 2/3 memories, ~{packed['packing']['tokens']}/40 tokens"
+    assert http.post("/memory/query", json=body | {"token_budget": 0}).status_code == 422
+
+
 def test_every_model_call_is_logged_and_a_cache_hit_is_not(http, tenant):
     def newest_id() -> int:
         items = http.get("/maintenance/embed-logs", params={"limit": 1}).json()["items"]

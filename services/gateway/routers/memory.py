@@ -23,6 +23,7 @@ from shared.schemas import (
     MemoryPage,
     MemoryPublic,
     MemoryUpdate,
+    PackingPublic,
     QueryMatch,
     QueryRequest,
     QueryResponse,
@@ -59,7 +60,15 @@ def query_memories(
     if k > settings.max_k:
         raise InvalidInput(f"k={k} is above the maximum of {settings.max_k}")
     with state.db.session() as session:
-        outcome = state.engine.query(session, user_id, body.query, k=k, filters=body.filters, options=body.retrieval)
+        outcome = state.engine.query(
+            session,
+            user_id,
+            body.query,
+            k=k,
+            filters=body.filters,
+            options=body.retrieval,
+            token_budget=body.token_budget,
+        )
     matches = [
         QueryMatch(
             id=c.id,
@@ -106,6 +115,15 @@ def query_memories(
         query=body.query,
         matches=matches,
         candidates=outcome.candidates,
+        packing=PackingPublic(
+            returned=len(outcome.packing.chosen),
+            considered=outcome.packing.considered,
+            tokens=outcome.packing.tokens,
+            budget=outcome.packing.budget,
+            footnote=outcome.packing.footnote,
+        )
+        if outcome.packing
+        else None,
         timings_ms=outcome.timings_ms if body.explain else None,
     )
 
