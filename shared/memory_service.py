@@ -23,7 +23,7 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_query_timed, embed_timed
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.packing import Packing, pack
-from shared.retrieval import Candidate, expand_one_hop, fuse, score_candidate
+from shared.retrieval import Candidate, expand_one_hop, fuse, mmr_order, score_candidate
 from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
 from shared.scoring import ScoreWeights
 from shared.storage import jobs as job_store
@@ -305,6 +305,7 @@ class MemoryEngine:
         filters: QueryFilters,
         options: RetrievalOptions | None = None,
         token_budget: int | None = None,
+        diversity: float | None = None,
         now: datetime | None = None,
     ) -> QueryOutcome:
         """Full-text + dense candidates fused by RRF, one waypoint hop, composite score, threshold gate."""
@@ -391,6 +392,17 @@ class MemoryEngine:
             min_score = filters.min_score if filters.min_score is not None else s.min_score
             scored = [pair for pair in scored if pair[0].score >= min_score]
         scored.sort(key=lambda pair: (-pair[0].score, str(pair[0].id)))
+        if diversity is not None and len(scored) > 1:  # MMR re-orders what passed the gate
+            by_id = {c.id: (c, row) for c, row in scored}
+            best = max(c.score for c, _ in scored) or 1.0
+            memory_vectors = store.primary_vectors(session, list(by_id), queries)
+            order = mmr_order(
+                [c.id for c, _ in scored], {c.id: c.score / best for c, _ in scored}, memory_vectors, lambda_=diversity
+            )
+            for memory_id, redundancy in order:
+                by_id[memory_id][0].components["redundancy"] = round(redundancy, 6)
+            scored = [by_id[memory_id] for memory_id, _ in order]
+            watch.lap("mmr")
         packing = None
         if token_budget is None:
             top = scored[:k]

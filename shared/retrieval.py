@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+
 from shared.scoring import ScoreComponents, ScoreWeights, composite_score, recency_score, rrf_fuse
 
 
@@ -121,3 +123,36 @@ def score_candidate(
     }
     candidate.score = composite_score(components, weights)
     return candidate.score
+
+
+def mmr_order(
+    ranked: Sequence[uuid.UUID],
+    relevance: dict[uuid.UUID, float],
+    vectors: dict[uuid.UUID, np.ndarray],
+    *,
+    lambda_: float,
+) -> list[tuple[uuid.UUID, float]]:
+    """Maximal Marginal Relevance (Carbonell & Goldstein 1998; the Recall seed): re-order `ranked` so each
+    next memory maximises lambda * relevance - (1 - lambda) * its highest cosine to those already chosen.
+
+    Returns (id, redundancy) in the new order. Memories without a vector (or of another dimension) count
+    as unrelated to the others. Ties keep the incoming order.
+    """
+    remaining = list(ranked)
+    redundancy = dict.fromkeys(remaining, 0.0)  # highest cosine to anything chosen so far
+    chosen: list[tuple[uuid.UUID, float]] = []
+    while remaining:
+        best = max(
+            range(len(remaining)),
+            key=lambda i: (lambda_ * relevance[remaining[i]] - (1 - lambda_) * redundancy[remaining[i]], -i),
+        )
+        picked = remaining.pop(best)
+        chosen.append((picked, redundancy[picked]))
+        vector = vectors.get(picked)
+        if vector is None:
+            continue
+        for other in remaining:
+            other_vector = vectors.get(other)
+            if other_vector is not None and other_vector.shape == vector.shape:
+                redundancy[other] = max(redundancy[other], float(other_vector @ vector))
+    return chosen

@@ -203,6 +203,12 @@ class QueryRequest(BaseModel):
         le=1_000_000,
         description="fill at most this many (estimated, CJK-aware) tokens with the best memories, still at most k",
     )
+    diversity: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="MMR's lambda: re-rank for relevance minus redundancy (0.5 weighs both equally; 1 = off)",
+    )
 
     @field_validator("query")
     @classmethod

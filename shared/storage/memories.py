@@ -725,3 +725,33 @@ def fresh_vector_count(session: Session, *, limit: int) -> int:
             {"limit": limit},
         ).scalar_one()
     )
+
+
+def primary_vectors(
+    session: Session, memory_ids: Sequence[uuid.UUID], queries: Mapping[str, SectorVector]
+) -> dict[uuid.UUID, np.ndarray]:
+    """Each memory's primary-sector vector, of the model its sector is queried with (for MMR)."""
+    if not memory_ids:
+        return {}
+    sectors = list(queries)
+    rows = session.execute(
+        text(
+            """
+            SELECT v.memory_id, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.memory_id
+            JOIN unnest(CAST(:sectors AS text[]), CAST(:models AS text[])) AS q(sector, model)
+              ON q.sector = m.primary_sector
+            WHERE v.memory_id = ANY(CAST(:ids AS uuid[])) AND v.sector = m.primary_sector AND v.model = q.model
+            """
+        ),
+        {
+            "ids": [str(i) for i in memory_ids],
+            "sectors": sectors,
+            "models": [queries[sector].model for sector in sectors],
+        },
+    ).all()
+    return {r.memory_id: _as_array(r.embedding) for r in rows}
+
+
+def _as_array(value: Any) -> np.ndarray:
+    """pgvector gives a Vector (or a numpy array, by version); float32 either way."""
+    return np.asarray(value.to_numpy() if isinstance(value, Vector) else value, dtype=np.float32)

@@ -183,6 +183,8 @@ def test_sectors_report_counts_for_the_tenant(http, tenant):
         ("post", "/memory/query", {"query": "x", "filters": {"sector": "dreams"}}, 422, "unknown sector"),
         ("post", "/memory/query", {"query": "x", "retrieval": {"lexical": False, "dense": False}}, 422, "at least one"),
         ("post", "/memory/query", {"query": "x", "retrieval": {"rank": "best"}}, 422, "rank"),
+        ("post", "/memory/query", {"query": "x", "diversity": 1.5}, 422, "diversity"),
+        ("post", "/memory/query", {"query": "x", "token_budget": "lots"}, 422, "token_budget"),
         ("post", "/memory/batch", {"items": []}, 422, "items"),
         ("post", "/maintenance/reembed", {"provider": "word2vec"}, 422, "provider"),
         ("post", "/maintenance/reembed", {"provider": "openai"}, 422, "MNEMOFLOW_VECTOR_DIM"),

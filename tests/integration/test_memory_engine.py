@@ -151,6 +151,25 @@ def test_each_stage_can_be_switched_off(db, engine, tenant):
         RetrievalOptions(lexical=False, dense=False)
 
 
+def test_diversity_lets_a_different_memory_pass_a_near_duplicate(db, engine, tenant):
+    first, _ = add(db, engine, tenant, "I prefer Python for data science projects")
+    twin, _ = add(db, engine, tenant, "I prefer Python for data science work")
+    other, _ = add(db, engine, tenant, "Our team is small: three engineers on data projects")
+
+    def ranked(**kw):
+        with db.session() as s:
+            outcome = engine.query(s, tenant, "python data science preference", k=3, filters=QueryFilters(), **kw)
+        return outcome.matches
+
+    plain = [c.id for c, _ in ranked()]
+    assert plain == [first["id"], twin["id"], other["id"]]
+    diverse = ranked(diversity=0.5)
+    assert [c.id for c, _ in diverse] == [first["id"], other["id"], twin["id"]]
+    redundancy = {c.id: c.components["redundancy"] for c, _ in diverse}
+    assert redundancy[first["id"]] == 0.0 and redundancy[twin["id"]] > redundancy[other["id"]]
+    assert [c.id for c, _ in ranked(diversity=1.0)] == plain  # lambda 1: relevance alone
+
+
 def test_filters_by_sector_tags_and_time(db, engine, tenant):
     tagged, _ = add(db, engine, tenant, "Invoice 7781 paid by the client", tags=["billing", "2026"])
     add(db, engine, tenant, "Invoice 7782 still open with the client", tags=["billing"])

@@ -68,6 +68,7 @@ def query_memories(
             filters=body.filters,
             options=body.retrieval,
             token_budget=body.token_budget,
+            diversity=body.diversity,
         )
     matches = [
         QueryMatch(
