@@ -139,6 +139,10 @@ class Settings(BaseSettings):
     weight_salience: float = 0.2
     weight_recency: float = 0.1
     weight_waypoint: float = 0.1
+    # OpenMem: confidence weighs 0.1 (a memory keeps 1 - 0.1 * (1 - confidence) of its score); the weaker of
+    # two memories joined by a `contradicts` edge is multiplied by 0.3.
+    weight_confidence: float = Field(default=0.1, ge=0.0, le=1.0)
+    conflict_penalty: float = Field(default=0.3, ge=0.0, le=1.0)
     # membox fusion: relevance = decay^hops * (alpha*cosine + (1-alpha)*lexical)
     fusion_alpha: float = Field(default=0.5, ge=0.0, le=1.0)
     recency_decay_per_day: float = Field(default=0.05, ge=0.0)

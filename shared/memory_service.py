@@ -23,7 +23,7 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_query_timed, embed_timed
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.packing import Packing, pack
-from shared.retrieval import Candidate, expand_one_hop, fuse, mmr_order, score_candidate
+from shared.retrieval import Candidate, expand_one_hop, fuse, mmr_order, resolve_conflicts, score_candidate
 from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
 from shared.scoring import ScoreWeights
 from shared.storage import jobs as job_store
@@ -255,8 +255,10 @@ class MemoryEngine:
         store.count_terms(session, was_counted, sign=-1)
         if prepared is not None:
             store.replace_content(session, user_id, memory_id, prepared)
-        if tags is not None or metadata is not None:
-            store.update_memory_fields(session, user_id, memory_id, tags=tags, meta=metadata)
+        if tags is not None or metadata is not None or patch.get("status") is not None:
+            store.update_memory_fields(
+                session, user_id, memory_id, tags=tags, meta=metadata, status=patch.get("status")
+            )
         if prepared is not None or was_counted:  # new content is indexed at once; a fresh memory waits its merge
             store.count_terms(session, [memory_id], sign=1)
         updated = store.get_memory(session, user_id, memory_id)
@@ -349,7 +351,7 @@ class MemoryEngine:
         dense = [(memory_id, sim) for memory_id, sim in dense if sim >= s.dense_min_similarity]
         watch.lap("dense")
         seeds = fuse(lexical, dense, rrf_k=s.rrf_k, limit=pool)
-        rows, links = store.fetch_with_links(
+        rows, links, contradicts = store.fetch_with_links(
             session,
             user_id,
             list(seeds),
@@ -383,8 +385,17 @@ class MemoryEngine:
                 fusion_alpha=s.fusion_alpha,
                 hop_decay=s.waypoint_hop_decay,
                 recency_decay_per_day=s.recency_decay_per_day,
+                status=row["status"],
+                confidence=float(row["confidence"]),
+                confidence_weight=s.weight_confidence,
             )
             scored.append((candidate, row))
+        if contradicts and options.rank == "composite":
+            strength = {  # OpenMem's effective strength: salience x confidence x recency
+                c.id: float(row["salience"]) * float(row["confidence"]) * c.components.get("recency", 0.0)
+                for c, row in scored
+            }
+            resolve_conflicts({c.id: c for c, _ in scored}, contradicts, strength, penalty=s.conflict_penalty)
         if options.rank == "fusion":  # the fused rank alone: what the rankers found, before any weighting
             for candidate, _ in scored:
                 candidate.score = candidate.rrf_score

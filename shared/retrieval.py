@@ -12,7 +12,16 @@ from datetime import datetime
 
 import numpy as np
 
-from shared.scoring import ScoreComponents, ScoreWeights, composite_score, recency_score, rrf_fuse
+from shared.scoring import (
+    CONFLICT_PENALTY,
+    STATUS_PENALTY,
+    ScoreComponents,
+    ScoreWeights,
+    composite_score,
+    confidence_factor,
+    recency_score,
+    rrf_fuse,
+)
 
 
 @dataclass
@@ -97,11 +106,15 @@ def score_candidate(
     fusion_alpha: float,
     hop_decay: float,
     recency_decay_per_day: float,
+    status: str = "active",
+    confidence: float = 1.0,
+    confidence_weight: float = 0.0,
 ) -> float:
     """OpenMemory's composite (0.6 sim + 0.2 salience + 0.1 recency + 0.1 waypoint).
 
     `sim` is membox's fused relevance: decay^hops * (alpha * cosine + (1 - alpha) * lexical), so a memory
-    found only by its words still has a similarity, and a linked memory is discounted per hop.
+    found only by its words still has a similarity, and a linked memory is discounted per hop. The sum is
+    multiplied by OpenMem's status penalty (superseded 0.5, contradicted 0.3) and confidence factor.
     """
     lexical = lexical_strength(candidate, max_lexical)
     relevance = (hop_decay**candidate.hops) * (fusion_alpha * max(cosine, 0.0) + (1 - fusion_alpha) * lexical)
@@ -121,8 +134,43 @@ def score_candidate(
         "recency": round(components.recency, 6),
         "waypoint": round(components.waypoint, 6),
     }
-    candidate.score = composite_score(components, weights)
+    penalty = STATUS_PENALTY.get(status, 1.0)
+    trust = confidence_factor(confidence, confidence_weight)
+    if penalty != 1.0:
+        candidate.components["status_penalty"] = penalty
+    if trust != 1.0:
+        candidate.components["confidence"] = round(trust, 6)
+    candidate.score = composite_score(components, weights) * penalty * trust
     return candidate.score
+
+
+def resolve_conflicts(
+    candidates: dict[uuid.UUID, Candidate],
+    contradicts: Sequence[tuple[uuid.UUID, uuid.UUID]],
+    strength: dict[uuid.UUID, float],
+    *,
+    penalty: float = CONFLICT_PENALTY,
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """OpenMem's conflict resolution: of two scored memories joined by a `contradicts` edge, the one with
+    the lower effective strength (salience x confidence x recency) has its score multiplied by `penalty`.
+
+    Returns (demoted, by) pairs. A memory demoted by several conflicts is demoted once.
+    """
+    demoted: list[tuple[uuid.UUID, uuid.UUID]] = []
+    seen: set[uuid.UUID] = set()
+    for a, b in contradicts:
+        if a not in candidates or b not in candidates:
+            continue
+        key_a = (strength.get(a, 0.0), candidates[a].score, str(a))
+        key_b = (strength.get(b, 0.0), candidates[b].score, str(b))
+        weaker, stronger = (a, b) if key_a < key_b else (b, a)
+        if weaker in seen:
+            continue
+        seen.add(weaker)
+        candidates[weaker].score *= penalty
+        candidates[weaker].components["conflict_penalty"] = penalty
+        demoted.append((weaker, stronger))
+    return demoted
 
 
 def mmr_order(

@@ -91,6 +91,9 @@ class MemoryUpdate(BaseModel):
     content: str | None = Field(default=None, min_length=1)
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
+    status: Literal["active", "superseded", "contradicted"] | None = Field(
+        default=None, description="OpenMem's status; superseded scores x0.5, contradicted x0.3"
+    )
     user_id: UserId | None = None
 
     @field_validator("content")
@@ -261,6 +264,24 @@ class QueryResponse(BaseModel):
     candidates: int = 0
     packing: PackingPublic | None = None
     timings_ms: dict[str, float] | None = Field(default=None, description="Per-stage time, with explain: true.")
+
+
+class LinkCreate(BaseModel):
+    """`POST /memory/link`: a typed waypoint between two of the tenant's memories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    src_id: uuid.UUID
+    dst_id: uuid.UUID
+    kind: Literal["association", "contradicts", "supersedes", "next"] = "association"
+    weight: float = Field(default=1.0, gt=0.0, le=1.0)
+    user_id: UserId | None = None
+
+    @model_validator(mode="after")
+    def _two_memories(self) -> LinkCreate:
+        if self.src_id == self.dst_id:
+            raise ValueError("src_id and dst_id must be two different memories")
+        return self
 
 
 class ReinforceRequest(BaseModel):

@@ -56,6 +56,16 @@ def composite_score(c: ScoreComponents, w: ScoreWeights) -> float:
     return w.similarity * c.similarity + w.salience * c.salience + w.recency * c.recency + w.waypoint * c.waypoint
 
 
+# OpenMem's status penalty, and the factor a memory contradicted by a stronger one is multiplied by.
+STATUS_PENALTY = {"active": 1.0, "superseded": 0.5, "contradicted": 0.3}
+CONFLICT_PENALTY = 0.3
+
+
+def confidence_factor(confidence: float, weight: float) -> float:
+    """OpenMem gives confidence a weight of 0.1: a memory of confidence c keeps 1 - weight * (1 - c) of its score."""
+    return 1.0 - weight * (1.0 - min(max(confidence, 0.0), 1.0))
+
+
 def cosine_similarity(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Cosine of two vectors; 0.0 when either is all zeros."""
     va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)

@@ -298,11 +298,13 @@ def update_memory_fields(
     *,
     tags: Sequence[str] | None,
     meta: dict[str, Any] | None,
+    status: str | None = None,
 ) -> None:
     session.execute(
         text(
             "UPDATE memories SET tags = COALESCE(CAST(:tags AS text[]), tags), "
-            "meta = COALESCE(CAST(:meta AS jsonb), meta), updated_at = now(), version = version + 1 "
+            "meta = COALESCE(CAST(:meta AS jsonb), meta), status = COALESCE(CAST(:status AS text), status), "
+            "updated_at = now(), version = version + 1 "
             "WHERE id = :id AND user_id = :user_id"
         ),
         {
@@ -310,8 +312,29 @@ def update_memory_fields(
             "user_id": user_id,
             "tags": list(tags) if tags is not None else None,
             "meta": json.dumps(meta) if meta is not None else None,
+            "status": status,
         },
     )
+
+
+def create_link(session: Session, user_id: str, src: uuid.UUID, dst: uuid.UUID, *, kind: str, weight: float) -> bool:
+    """A typed waypoint between two of the tenant's memories (weight updated if it exists); False if either
+    memory is not the tenant's. `supersedes` also marks the older memory superseded."""
+    row = session.execute(
+        text(
+            """
+            INSERT INTO waypoints (src_id, dst_id, user_id, kind, weight)
+            SELECT :src, :dst, :user_id, :kind, :weight
+            WHERE (SELECT count(*) FROM memories WHERE id IN (:src, :dst) AND user_id = :user_id) = 2
+            ON CONFLICT (src_id, dst_id, kind) DO UPDATE SET weight = EXCLUDED.weight
+            RETURNING src_id
+            """
+        ),
+        {"src": src, "dst": dst, "user_id": user_id, "kind": kind, "weight": weight},
+    ).first()
+    if row is not None and kind == "supersedes":
+        update_memory_fields(session, user_id, dst, tags=None, meta=None, status="superseded")
+    return row is not None
 
 
 def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: NewMemory) -> None:
@@ -609,12 +632,15 @@ def fetch_with_links(
     queries: Mapping[str, SectorVector],
     *,
     known_cosine: Sequence[uuid.UUID] = (),
-) -> tuple[dict[uuid.UUID, dict[str, Any]], list[tuple[uuid.UUID, uuid.UUID, float]]]:
-    """One round trip for what scoring needs: the seeds, the memories one waypoint away (either
-    direction), each with `cosine` (the query's similarity to its primary-sector vector; None for
-    `known_cosine` ids, which the dense search already measured), and the links."""
+) -> tuple[
+    dict[uuid.UUID, dict[str, Any]], list[tuple[uuid.UUID, uuid.UUID, float]], list[tuple[uuid.UUID, uuid.UUID]]
+]:
+    """One round trip for what scoring needs: the seeds, the memories one association waypoint away
+    (either direction), each with `cosine` (the query's similarity to its primary-sector vector; None
+    for `known_cosine` ids, which the dense search already measured), the association links, and the
+    `contradicts` edges from those memories."""
     if not seed_ids:
-        return {}, []
+        return {}, [], []
     params: dict[str, Any] = {}
     branches = []
     for g, (query, sectors) in enumerate(_by_model(queries)):
@@ -632,18 +658,18 @@ def fetch_with_links(
         text(
             f"""
             WITH links AS (
-                SELECT src_id, dst_id, weight FROM waypoints
-                WHERE kind = 'association' AND user_id = :user_id
+                SELECT src_id, dst_id, weight, kind FROM waypoints
+                WHERE kind IN ('association', 'contradicts') AND user_id = :user_id
                   AND (src_id = ANY(CAST(:ids AS uuid[])) OR dst_id = ANY(CAST(:ids AS uuid[])))
             ),
             wanted AS (
                 SELECT unnest(CAST(:ids AS uuid[])) AS id
-                UNION SELECT src_id FROM links
-                UNION SELECT dst_id FROM links
+                UNION SELECT src_id FROM links WHERE kind = 'association'
+                UNION SELECT dst_id FROM links WHERE kind = 'association'
             )
             SELECT {MEMORY_COLUMNS.replace("id, ", "m.id, ", 1)},
                    {cosine} AS cosine,
-                   (SELECT json_agg(json_build_array(l.src_id, l.dst_id, l.weight))
+                   (SELECT json_agg(json_build_array(l.src_id, l.dst_id, l.weight, l.kind))
                     FROM links l WHERE l.src_id = m.id) AS links
             FROM memories m JOIN wanted w ON w.id = m.id
             """
@@ -657,13 +683,18 @@ def fetch_with_links(
     ).all()
     memories: dict[uuid.UUID, dict[str, Any]] = {}
     links: list[tuple[uuid.UUID, uuid.UUID, float]] = []
+    contradicts: list[tuple[uuid.UUID, uuid.UUID]] = []
     for r in rows:
         if r.user_id != user_id:  # looked up by primary key; the tenant is checked on the rows
             continue
         row = row_to_dict(r)
-        links.extend((uuid.UUID(src), uuid.UUID(dst), float(w)) for src, dst, w in row.pop("links") or [])
+        for src, dst, weight, kind in row.pop("links") or []:
+            if kind == "association":
+                links.append((uuid.UUID(src), uuid.UUID(dst), float(weight)))
+            else:
+                contradicts.append((uuid.UUID(src), uuid.UUID(dst)))
         memories[r.id] = row
-    return memories, links
+    return memories, links, contradicts
 
 
 def merge_fresh_vectors(session: Session, *, limit: int) -> tuple[int, dict[str, list[uuid.UUID]]]:

@@ -41,6 +41,18 @@ def test_a_token_budget_packs_the_best_memories_that_fit_and_says_so(http, tenan
     assert http.post("/memory/query", json=body | {"token_budget": 0}).status_code == 422
 
 
+def test_link_route_links_two_memories_of_the_tenant(http, tenant):
+    old = http.post("/memory/add", json={"content": "Standup is at 9:30", "user_id": tenant}).json()
+    new = http.post("/memory/add", json={"content": "Standup moved to 10:00", "user_id": tenant}).json()
+    link = {"src_id": new["id"], "dst_id": old["id"], "kind": "supersedes", "user_id": tenant}
+    assert http.post("/memory/link", json=link).json()["kind"] == "supersedes"
+    assert http.get(f"/memory/{old['id']}", params={"user_id": tenant}).json()["status"] == "superseded"
+    foreign = http.post("/memory/link", json=link | {"user_id": f"{tenant}-x"})
+    assert foreign.status_code == 404 and "not both memories" in foreign.json()["error"]["message"]
+    restored = http.patch(f"/memory/{old['id']}", json={"status": "active", "user_id": tenant})
+    assert restored.status_code == 200 and restored.json()["status"] == "active"
+
+
 def test_every_model_call_is_logged_and_a_cache_hit_is_not(http, tenant):
     def newest_id() -> int:
         items = http.get("/maintenance/embed-logs", params={"limit": 1}).json()["items"]
@@ -197,7 +209,12 @@ def test_sectors_report_counts_for_the_tenant(http, tenant):
         ("get", f"/memory/{uuid.uuid4()}", None, 404, "not found"),
         ("get", f"/jobs/{uuid.uuid4()}", None, 404, "not found"),
         ("post", "/memory/reinforce", {"id": str(uuid.uuid4())}, 404, "not found"),
+        ("post", "/memory/link", {"src_id": str(uuid.uuid4()), "dst_id": str(uuid.uuid4())}, 404, "not both"),
+        ("post", "/memory/link", {"src_id": "11" * 16, "dst_id": "11" * 16}, 422, "two different"),
+        ("post", "/memory/link", {"src_id": str(uuid.uuid4()), "dst_id": str(uuid.uuid4()), "kind": "x"}, 422, "kind"),
+        ("patch", f"/memory/{uuid.uuid4()}", {"status": "forgotten"}, 422, "status"),
         ("patch", f"/memory/{uuid.uuid4()}", {}, 422, "nothing to update"),
+        ("patch", f"/memory/{uuid.uuid4()}", {"status": "superseded"}, 404, "not found"),
     ],
 )
 def test_bad_input_gets_a_clear_4xx(http, method, path, payload, status, fragment):

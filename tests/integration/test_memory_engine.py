@@ -170,6 +170,30 @@ def test_diversity_lets_a_different_memory_pass_a_near_duplicate(db, engine, ten
     assert [c.id for c, _ in ranked(diversity=1.0)] == plain  # lambda 1: relevance alone
 
 
+def test_the_weaker_of_two_contradicting_memories_is_demoted(db, engine, tenant):
+    old, _ = add(db, engine, tenant, "The office wifi password is tulip42", salience=0.3)
+    new, _ = add(db, engine, tenant, "The office wifi password is orchid77", salience=0.9)
+
+    def scores():
+        with db.session() as s:
+            outcome = engine.query(s, tenant, "office wifi password", k=5, filters=QueryFilters(min_score=0))
+        return {c.id: c for c, _ in outcome.matches}
+
+    before = scores()
+    with db.session() as s:
+        assert store.create_link(s, tenant, new["id"], old["id"], kind="contradicts", weight=1.0)
+    after = scores()
+    assert after[old["id"]].score == pytest.approx(before[old["id"]].score * 0.3)
+    assert after[old["id"]].components["conflict_penalty"] == 0.3
+    assert after[new["id"]].score == pytest.approx(before[new["id"]].score)  # the stronger one keeps its score
+
+    with db.session() as s:  # supersedes marks the older memory; OpenMem's status penalty halves it
+        assert store.create_link(s, tenant, new["id"], old["id"], kind="supersedes", weight=1.0)
+        assert store.get_memory(s, tenant, old["id"])["status"] == "superseded"
+        assert not store.create_link(s, f"{tenant}-other", new["id"], old["id"], kind="association", weight=1.0)
+    assert scores()[old["id"]].score == pytest.approx(before[old["id"]].score * 0.5 * 0.3)
+
+
 def test_filters_by_sector_tags_and_time(db, engine, tenant):
     tagged, _ = add(db, engine, tenant, "Invoice 7781 paid by the client", tags=["billing", "2026"])
     add(db, engine, tenant, "Invoice 7782 still open with the client", tags=["billing"])

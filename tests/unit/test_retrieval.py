@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.retrieval import Candidate, expand_one_hop, fuse, score_candidate
+from shared.retrieval import Candidate, expand_one_hop, fuse, resolve_conflicts, score_candidate
 from shared.scoring import ScoreWeights
 
 A, B, C, D = (uuid.UUID(int=i) for i in range(1, 5))
@@ -42,7 +42,7 @@ def test_expand_one_hop_follows_links_both_ways_and_max_wins():
     assert expanded[C].path == [str(B), str(C)]
 
 
-def score(candidate, *, cosine=0.8, max_lexical=2.0, salience=0.5, seen_days_ago=0.0, alpha=0.5):
+def score(candidate, *, cosine=0.8, max_lexical=2.0, salience=0.5, seen_days_ago=0.0, alpha=0.5, **extra):
     return score_candidate(
         candidate,
         cosine=cosine,
@@ -54,6 +54,7 @@ def score(candidate, *, cosine=0.8, max_lexical=2.0, salience=0.5, seen_days_ago
         fusion_alpha=alpha,
         hop_decay=0.5,
         recency_decay_per_day=0.05,
+        **extra,
     )
 
 
@@ -78,3 +79,23 @@ def test_negative_cosine_never_lowers_similarity_below_zero():
     c = Candidate(A)
     score(c, cosine=-0.4, max_lexical=0.0, alpha=1.0)
     assert c.components["similarity"] == 0.0
+
+
+def test_status_and_confidence_scale_the_composite():
+    base = score(Candidate(A), cosine=0.8, salience=0.5)
+    superseded = Candidate(B)
+    assert score(superseded, cosine=0.8, salience=0.5, status="superseded") == pytest.approx(base * 0.5)
+    assert superseded.components["status_penalty"] == 0.5
+    contradicted = score(Candidate(C), cosine=0.8, salience=0.5, status="contradicted")
+    assert contradicted == pytest.approx(base * 0.3)
+    doubtful = Candidate(D)
+    value = score(doubtful, cosine=0.8, salience=0.5, confidence=0.5, confidence_weight=0.1)
+    assert value == pytest.approx(base * 0.95) and doubtful.components["confidence"] == pytest.approx(0.95)
+
+
+def test_the_weaker_side_of_a_contradiction_is_demoted_once():
+    candidates = {i: Candidate(i, score=0.8) for i in (A, B, C)}
+    demoted = resolve_conflicts(candidates, [(A, B), (B, A), (C, D)], {A: 0.9, B: 0.4, C: 0.5})
+    assert demoted == [(B, A)]  # D is not a candidate: nothing to resolve against it
+    assert candidates[B].score == pytest.approx(0.8 * 0.3) and candidates[B].components["conflict_penalty"] == 0.3
+    assert candidates[A].score == 0.8 and candidates[C].score == 0.8

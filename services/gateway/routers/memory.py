@@ -17,6 +17,7 @@ from shared.errors import InvalidInput, NotFound
 from shared.memory_service import chunk_item
 from shared.schemas import (
     BatchRequest,
+    LinkCreate,
     MatchTrace,
     MemoryAddResult,
     MemoryCreate,
@@ -192,6 +193,24 @@ def reinforce_memory(body: ReinforceRequest, state: StateDep, principal: Princip
     return {"ok": True, "id": str(body.id), "salience": rows[0]["salience"]}
 
 
+@router.post("/link")
+def link_memories(body: LinkCreate, state: StateDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Link two memories: association (spreads activation), contradicts (the weaker is demoted at query
+    time), supersedes (the destination is marked superseded), next (reading order)."""
+    user_id = principal.tenant(body.user_id)
+    with state.db.session() as session:
+        linked = store.create_link(session, user_id, body.src_id, body.dst_id, kind=body.kind, weight=body.weight)
+    if not linked:
+        raise NotFound(f"memories {body.src_id} and {body.dst_id} are not both memories of user_id {user_id!r}")
+    return {
+        "ok": True,
+        "src_id": str(body.src_id),
+        "dst_id": str(body.dst_id),
+        "kind": body.kind,
+        "weight": body.weight,
+    }
+
+
 @router.get("/all", response_model=MemoryPage)
 def list_all(
     state: StateDep,
@@ -228,8 +247,8 @@ def get_memory(memory_id: uuid.UUID, state: StateDep, principal: PrincipalDep, u
 def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, principal: PrincipalDep):
     """Change a memory's content (re-classified and re-embedded), tags or metadata."""
     tenant = principal.tenant(body.user_id)
-    if body.content is None and body.tags is None and body.metadata is None:
-        raise InvalidInput("nothing to update: send content, tags or metadata")
+    if body.content is None and body.tags is None and body.metadata is None and body.status is None:
+        raise InvalidInput("nothing to update: send content, tags, metadata or status")
     with state.db.session() as session:
         row = state.engine.update(session, tenant, memory_id, body.model_dump(exclude_unset=True))
     return MemoryPublic(**row)
