@@ -147,6 +147,8 @@ class Settings(BaseSettings):
     fusion_alpha: float = Field(default=0.5, ge=0.0, le=1.0)
     recency_decay_per_day: float = Field(default=0.05, ge=0.0)
     waypoint_hop_decay: float = Field(default=0.5, ge=0.0, le=1.0)
+    # Spreading activation over waypoints (OpenMem: both directions, max_hops 2, decay 0.5 per hop, max wins)
+    activation_max_hops: int = Field(default=2, ge=1, le=2)
     text_search_config: str = "english"
     # BM25 over the tsvector with per-tenant document frequencies (k1, b: the usual Lucene defaults)
     bm25_k1: float = Field(default=1.2, ge=0.0)

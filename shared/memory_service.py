@@ -23,7 +23,7 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_query_timed, embed_timed
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.packing import Packing, pack
-from shared.retrieval import Candidate, expand_one_hop, fuse, mmr_order, resolve_conflicts, score_candidate
+from shared.retrieval import Candidate, fuse, mmr_order, resolve_conflicts, score_candidate, spread_activation
 from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
 from shared.scoring import ScoreWeights
 from shared.storage import jobs as job_store
@@ -357,9 +357,16 @@ class MemoryEngine:
             list(seeds),
             queries,
             known_cosine=[i for i, c in seeds.items() if c.dense_similarity is not None],
+            max_hops=s.activation_max_hops if options.waypoints else 1,
         )
         watch.lap("fetch")
-        candidates = seeds | expand_one_hop(seeds, links) if options.waypoints else dict(seeds)
+        if options.waypoints:
+            activated = spread_activation(
+                seeds, links, max_hops=s.activation_max_hops, decay_per_hop=s.waypoint_hop_decay
+            )
+            candidates = seeds | activated
+        else:
+            candidates = dict(seeds)
         if where.active:  # linked memories must pass the same filters as direct hits
             candidates = {i: c for i, c in candidates.items() if i in rows and _passes(rows[i], where)}
         cosines = {
@@ -420,7 +427,7 @@ class MemoryEngine:
         else:  # the best that fit the budget, at most k (membox's greedy knapsack)
             packing = pack([row["content"] for _, row in scored], budget=token_budget, limit=k)
             top = [scored[i] for i in packing.chosen]
-        traversed = [(c.via, c.id) for c, _ in top if c.via is not None]
+        traversed = [step for c, _ in top for step in c.traversed]
         watch.lap("score")
         return QueryOutcome(
             matches=top,

@@ -5,6 +5,7 @@ No IO here: the service fetches candidates and rows, these functions decide what
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ class Candidate:
     rrf_score: float = 0.0
     hops: int = 0
     via: uuid.UUID | None = None
+    trail: tuple[uuid.UUID, ...] = ()  # from the seed to `via`, for memories reached through waypoints
     waypoint_weight: float = 0.0
     similarity: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
@@ -43,7 +45,13 @@ class Candidate:
 
     @property
     def path(self) -> list[str]:
-        return [str(self.via), str(self.id)] if self.via else [str(self.id)]
+        return [str(i) for i in (*self.trail, self.id)] if self.trail else [str(self.id)]
+
+    @property
+    def traversed(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """The waypoints walked to reach this memory, in order."""
+        steps = (*self.trail, self.id)
+        return list(itertools.pairwise(steps))
 
 
 def fuse(
@@ -69,22 +77,51 @@ def fuse(
 def expand_one_hop(
     seeds: dict[uuid.UUID, Candidate], links: Sequence[tuple[uuid.UUID, uuid.UUID, float]]
 ) -> dict[uuid.UUID, Candidate]:
-    """Memories linked to a seed by a waypoint (either direction) that are not seeds themselves.
+    """Memories one waypoint from a seed (either direction): spreading activation with max_hops = 1."""
+    return spread_activation(seeds, links, max_hops=1, decay_per_hop=0.5)
 
-    The strongest link wins; a seed that is also linked keeps its direct hit but records the link weight.
+
+def spread_activation(
+    seeds: dict[uuid.UUID, Candidate],
+    links: Sequence[tuple[uuid.UUID, uuid.UUID, float]],
+    *,
+    max_hops: int,
+    decay_per_hop: float,
+) -> dict[uuid.UUID, Candidate]:
+    """OpenMem's spreading activation over waypoints: from every seed, both directions, up to `max_hops`;
+    a memory reached by several paths keeps the strongest activation (product of the link weights times
+    decay_per_hop per hop: max wins). Returns the memories reached that are not seeds themselves.
+
+    A seed linked to another seed records the strongest direct link weight (it earns the waypoint term).
     """
-    expanded: dict[uuid.UUID, Candidate] = {}
+    adjacency: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
     for src, dst, weight in links:
-        for seed, other in ((src, dst), (dst, src)):
-            if seed not in seeds:
-                continue
-            if other in seeds:
-                seeds[other].waypoint_weight = max(seeds[other].waypoint_weight, weight)
-                continue
-            current = expanded.get(other)
-            if current is None or weight > current.waypoint_weight:
-                expanded[other] = Candidate(other, hops=1, via=seed, waypoint_weight=weight)
-    return expanded
+        adjacency.setdefault(src, []).append((dst, weight))
+        adjacency.setdefault(dst, []).append((src, weight))
+    reached: dict[uuid.UUID, tuple[float, Candidate]] = {}
+    frontier: list[tuple[uuid.UUID, float, tuple[uuid.UUID, ...]]] = [(i, 1.0, ()) for i in seeds]
+    for hop in range(1, max_hops + 1):
+        next_frontier = []
+        for node, strength, trail in frontier:
+            walked = (*trail, node)
+            for other, weight in adjacency.get(node, ()):
+                if other in walked:
+                    continue
+                if other in seeds:
+                    if hop == 1:
+                        seeds[other].waypoint_weight = max(seeds[other].waypoint_weight, weight)
+                    continue
+                product = strength * weight
+                activation = product * decay_per_hop**hop
+                current = reached.get(other)
+                if current is None or activation > current[0]:
+                    reached[other] = (
+                        activation,
+                        Candidate(other, hops=hop, via=node, trail=walked, waypoint_weight=product),
+                    )
+                next_frontier.append((other, product, walked))
+        frontier = next_frontier
+    return {memory_id: candidate for memory_id, (_, candidate) in reached.items()}
 
 
 def lexical_strength(candidate: Candidate, max_lexical: float) -> float:

@@ -632,11 +632,12 @@ def fetch_with_links(
     queries: Mapping[str, SectorVector],
     *,
     known_cosine: Sequence[uuid.UUID] = (),
+    max_hops: int = 1,
 ) -> tuple[
     dict[uuid.UUID, dict[str, Any]], list[tuple[uuid.UUID, uuid.UUID, float]], list[tuple[uuid.UUID, uuid.UUID]]
 ]:
-    """One round trip for what scoring needs: the seeds, the memories one association waypoint away
-    (either direction), each with `cosine` (the query's similarity to its primary-sector vector; None
+    """One round trip for what scoring needs: the seeds, the memories up to `max_hops` (1 or 2) association
+    waypoints away (either direction), each with `cosine` (the query's similarity to its primary-sector vector; None
     for `known_cosine` ids, which the dense search already measured), the association links, and the
     `contradicts` edges from those memories."""
     if not seed_ids:
@@ -657,11 +658,21 @@ def fetch_with_links(
     rows = session.execute(
         text(
             f"""
-            WITH links AS (
+            WITH direct AS (
                 SELECT src_id, dst_id, weight, kind FROM waypoints
                 WHERE kind IN ('association', 'contradicts') AND user_id = :user_id
                   AND (src_id = ANY(CAST(:ids AS uuid[])) OR dst_id = ANY(CAST(:ids AS uuid[])))
             ),
+            hop1 AS (
+                SELECT src_id AS id FROM direct WHERE kind = 'association'
+                UNION SELECT dst_id FROM direct WHERE kind = 'association'
+            ),
+            further AS (  -- the links of the memories one hop away, when activation spreads further
+                SELECT src_id, dst_id, weight, kind FROM waypoints
+                WHERE :max_hops >= 2 AND kind = 'association' AND user_id = :user_id
+                  AND (src_id IN (SELECT id FROM hop1) OR dst_id IN (SELECT id FROM hop1))
+            ),
+            links AS (SELECT * FROM direct UNION SELECT * FROM further),
             wanted AS (
                 SELECT unnest(CAST(:ids AS uuid[])) AS id
                 UNION SELECT src_id FROM links WHERE kind = 'association'
@@ -679,6 +690,7 @@ def fetch_with_links(
             "ids": [str(i) for i in seed_ids],
             "known": [str(i) for i in known_cosine],
             "user_id": user_id,
+            "max_hops": max_hops,
         },
     ).all()
     memories: dict[uuid.UUID, dict[str, Any]] = {}

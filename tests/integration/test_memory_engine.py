@@ -123,6 +123,28 @@ def test_one_hop_waypoint_surfaces_a_memory_with_no_direct_hit(db, engine, tenan
     assert (seed["id"], linked["id"]) in outcome.traversed
 
 
+def test_activation_reaches_two_hops_and_reinforces_each_link_walked(db, engine, tenant):
+    seed, _ = add(db, engine, tenant, "Kubernetes cluster upgrade scheduled for Saturday night")
+    mid, _ = add(db, engine, tenant, "Remember to notify the on-call rotation beforehand")
+    far, _ = add(db, engine, tenant, "Priya carries the pager this month")
+    with db.session() as s:
+        for src, dst in ((seed["id"], mid["id"]), (far["id"], mid["id"])):  # the second against the walk
+            s.execute(
+                text("INSERT INTO waypoints (src_id, dst_id, user_id, weight) VALUES (:a, :b, :u, 0.9)"),
+                {"a": src, "b": dst, "u": tenant},
+            )
+    with db.session() as s:  # full-text seeds only: the far memory can come in through the links alone
+        outcome = engine.query(
+            s, tenant, "kubernetes cluster upgrade", k=8, filters=QueryFilters(), options=RetrievalOptions(dense=False)
+        )
+    by_id = {c.id: c for c, _ in outcome.matches}
+    reached = by_id[far["id"]]
+    assert reached.hops == 2 and reached.path == [str(seed["id"]), str(mid["id"]), str(far["id"])]
+    assert reached.lexical_rank is None and reached.waypoint_weight == pytest.approx(0.81)
+    assert {(seed["id"], mid["id"]), (mid["id"], far["id"])} <= set(outcome.traversed)
+    assert by_id[mid["id"]].hops == 1
+
+
 def test_each_stage_can_be_switched_off(db, engine, tenant):
     seed, _ = add(db, engine, tenant, "Kubernetes cluster upgrade scheduled for Saturday night")
     linked, _ = add(db, engine, tenant, "Remember to notify the on-call rotation beforehand")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.retrieval import Candidate, expand_one_hop, fuse, resolve_conflicts, score_candidate
+from shared.retrieval import Candidate, expand_one_hop, fuse, resolve_conflicts, score_candidate, spread_activation
 from shared.scoring import ScoreWeights
 
 A, B, C, D = (uuid.UUID(int=i) for i in range(1, 5))
@@ -99,3 +99,23 @@ def test_the_weaker_side_of_a_contradiction_is_demoted_once():
     assert demoted == [(B, A)]  # D is not a candidate: nothing to resolve against it
     assert candidates[B].score == pytest.approx(0.8 * 0.3) and candidates[B].components["conflict_penalty"] == 0.3
     assert candidates[A].score == 0.8 and candidates[C].score == 0.8
+
+
+def test_activation_spreads_two_hops_both_ways_and_the_strongest_path_wins():
+    E = uuid.UUID(int=5)
+    seeds = {A: Candidate(A)}
+    links = [(A, B, 0.9), (C, B, 0.8), (A, D, 0.2), (D, C, 0.9), (E, C, 1.0)]  # E is three hops away
+    reached = spread_activation(seeds, links, max_hops=2, decay_per_hop=0.5)
+    assert set(reached) == {B, C, D}
+    # C: A-B-C (0.9 * 0.8 = 0.72) beats A-D-C (0.2 * 0.9 = 0.18); reached against B->C's direction
+    assert (reached[C].hops, reached[C].via, reached[C].trail) == (2, B, (A, B))
+    assert reached[C].waypoint_weight == pytest.approx(0.72)
+    assert reached[C].path == [str(A), str(B), str(C)] and reached[C].traversed == [(A, B), (B, C)]
+    assert reached[D].hops == 1  # one weak hop still beats its own two-hop detour
+    assert set(spread_activation(seeds, links, max_hops=1, decay_per_hop=0.5)) == {B, D}
+
+
+def test_a_strong_two_hop_path_can_beat_a_weak_direct_link():
+    seeds = {A: Candidate(A)}
+    reached = spread_activation(seeds, [(A, C, 0.1), (A, B, 1.0), (B, C, 1.0)], max_hops=2, decay_per_hop=0.5)
+    assert reached[C].hops == 2  # 1.0 * 1.0 * 0.25 > 0.1 * 0.5: max wins
