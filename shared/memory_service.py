@@ -138,8 +138,8 @@ class MemoryEngine:
         # One provider call per model for the items with a sector of that model (one call in simple mode).
         vectors: list[dict[str, SectorVector]] = [{} for _ in items]
         calls = []
-        for provider, sectors_of_model in _by_provider(self.embedders):
-            wanted = [i for i, (sectors, _) in enumerate(classes) if set(sectors) & sectors_of_model]
+        for provider, sectors_of_model in store.group_sectors(self.embedders):
+            wanted = [i for i, (sectors, _) in enumerate(classes) if set(sectors).intersection(sectors_of_model)]
             if not wanted:
                 continue
             embedded, call = embed_timed(provider, [texts[i] for i in wanted])
@@ -324,7 +324,7 @@ class MemoryEngine:
         pool = k * s.candidate_multiplier
         watch = _Stopwatch()
         queries: dict[str, SectorVector] = {}
-        for provider, sectors_of_model in _by_provider(self.query_embedders):
+        for provider, sectors_of_model in store.group_sectors(self.query_embedders):
             vectors, call = embed_query_timed(provider, [normalize_content(query)])
             if call is not None:  # a model call, not a cache hit: recorded without waiting for the disk
                 job_store.log_embedding(session, call, purpose="query", synchronous=False)
@@ -463,14 +463,6 @@ class MemoryEngine:
             cap=self.settings.waypoint_max_weight,
         )
         return True
-
-
-def _by_provider(embedders: Mapping[str, EmbeddingProvider]) -> list[tuple[EmbeddingProvider, set[str]]]:
-    """Each distinct provider with the sectors it embeds (one provider for all five in simple mode)."""
-    groups: dict[int, tuple[EmbeddingProvider, set[str]]] = {}
-    for sector, provider in embedders.items():
-        groups.setdefault(id(provider), (provider, set()))[1].add(sector)
-    return list(groups.values())
 
 
 def _passes(row: dict[str, Any], where: MemoryFilter) -> bool:

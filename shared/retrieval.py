@@ -74,13 +74,6 @@ def fuse(
     return {c.id: c for c in best}
 
 
-def expand_one_hop(
-    seeds: dict[uuid.UUID, Candidate], links: Sequence[tuple[uuid.UUID, uuid.UUID, float]]
-) -> dict[uuid.UUID, Candidate]:
-    """Memories one waypoint from a seed (either direction): spreading activation with max_hops = 1."""
-    return spread_activation(seeds, links, max_hops=1, decay_per_hop=0.5)
-
-
 def spread_activation(
     seeds: dict[uuid.UUID, Candidate],
     links: Sequence[tuple[uuid.UUID, uuid.UUID, float]],

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from pgvector import Vector
@@ -566,11 +566,14 @@ def lexical_candidates(
     return [(r.id, float(r.score)) for r in rows]
 
 
-def _by_model(queries: Mapping[str, SectorVector]) -> list[tuple[SectorVector, list[str]]]:
-    """Sectors grouped by the query vector they share (one group in simple mode)."""
-    groups: dict[int, tuple[SectorVector, list[str]]] = {}
-    for sector, query in queries.items():
-        groups.setdefault(id(query), (query, []))[1].append(sector)
+T = TypeVar("T")
+
+
+def group_sectors(per_sector: Mapping[str, T]) -> list[tuple[T, list[str]]]:
+    """Sectors grouped by the object they share (a provider, a query vector): one group in simple mode."""
+    groups: dict[int, tuple[T, list[str]]] = {}
+    for sector, value in per_sector.items():
+        groups.setdefault(id(value), (value, []))[1].append(sector)
     return list(groups.values())
 
 
@@ -592,7 +595,7 @@ def dense_candidates(
     clause, params = where.sql("m")
     filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
     parts = []
-    for g, (query, sectors) in enumerate(_by_model(queries)):
+    for g, (query, sectors) in enumerate(group_sectors(queries)):
         dim = int(query.vector.shape[0])
         distance = f"v.embedding::vector({dim}) <=> CAST(:q{g} AS vector({dim}))"
         params[f"q{g}"] = Vector(query.vector.astype(np.float32))
@@ -644,7 +647,7 @@ def fetch_with_links(
         return {}, [], []
     params: dict[str, Any] = {}
     branches = []
-    for g, (query, sectors) in enumerate(_by_model(queries)):
+    for g, (query, sectors) in enumerate(group_sectors(queries)):
         dim = int(query.vector.shape[0])
         params |= {f"q{g}": Vector(query.vector.astype(np.float32)), f"model{g}": query.model, f"qs{g}": sectors}
         branches.append(

@@ -48,12 +48,6 @@ def current_models(session: Session) -> dict[str, StoreModel]:
     return {r.sector: StoreModel(r.provider, r.model, int(r.dim)) for r in rows}
 
 
-def current_model(session: Session) -> StoreModel | None:
-    """The store's model when every sector has the same one (simple mode), else the semantic sector's."""
-    models = current_models(session)
-    return models.get("semantic") or next(iter(models.values()), None)
-
-
 def _record(session: Session, embedders: Mapping[str, EmbeddingProvider]) -> None:
     session.execute(
         text(

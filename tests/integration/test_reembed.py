@@ -14,7 +14,7 @@ from shared.errors import Conflict
 from shared.memory_service import MemoryEngine
 from shared.schemas import MemoryCreate, QueryFilters
 from shared.sectors import SECTORS
-from shared.storage.models import StoreModel, current_model, guard_store_model
+from shared.storage.models import StoreModel, current_models, guard_store_model
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +65,7 @@ def test_a_store_is_converted_chunk_by_chunk_and_switched_once_nothing_old_is_le
     with db.session() as s:  # a redelivered chunk finds its work done
         assert reembed.process_chunk(s, job_id, chunks[0].seq, lambda _: NEW) is None
         assert reembed.finish(s, job_id) == "succeeded"
-        assert current_model(s) == TARGET
+        assert set(current_models(s).values()) == {TARGET}
         job = s.execute(
             text("SELECT status, progress_done, progress_total, result FROM jobs WHERE id = :j"), {"j": job_id}
         ).one()
@@ -102,7 +102,7 @@ def test_vectors_written_by_late_old_model_writers_are_picked_up_by_another_roun
     late = add(db, engine, "carol", "Written by the old model while the job ran")  # the store still says old
     with db.session() as s:
         assert reembed.finish(s, job_id) == "replan"
-        assert current_model(s).dim == 384  # not switched while an old vector remains
+        assert current_models(s)["semantic"].dim == 384  # not switched while an old vector remains
     with db.session() as s:
         second = reembed.plan_round(s, job_id)
     assert [item["id"] for c in second for item in c.items] == [str(late)]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.retrieval import Candidate, expand_one_hop, fuse, resolve_conflicts, score_candidate, spread_activation
+from shared.retrieval import Candidate, fuse, resolve_conflicts, score_candidate, spread_activation
 from shared.scoring import ScoreWeights
 
 A, B, C, D = (uuid.UUID(int=i) for i in range(1, 5))
@@ -34,7 +34,7 @@ def test_fuse_is_graceful_when_one_ranker_is_empty_and_respects_limit():
 def test_expand_one_hop_follows_links_both_ways_and_max_wins():
     seeds = {A: Candidate(A), B: Candidate(B)}
     links = [(A, C, 0.4), (D, B, 0.8), (B, C, 0.9), (A, B, 0.7)]
-    expanded = expand_one_hop(seeds, links)
+    expanded = spread_activation(seeds, links, max_hops=1, decay_per_hop=0.5)
     assert set(expanded) == {C, D}
     assert expanded[C].via == B and expanded[C].waypoint_weight == pytest.approx(0.9)
     assert expanded[D].via == B and expanded[D].hops == 1  # reached against the link's direction
