@@ -43,6 +43,8 @@ MODES: dict[str, dict[str, Any]] = {
     "dense": {"lexical": False, "dense": True, "waypoints": False, "rank": "fusion"},
     "hybrid": {"lexical": True, "dense": True, "waypoints": False, "rank": "fusion"},
     "full": {"lexical": True, "dense": True, "waypoints": True, "rank": "composite"},
+    # not in the default set: the query classification stage (dense search in the query's own sectors)
+    "classified": {"lexical": True, "dense": True, "waypoints": True, "rank": "composite", "classify": True},
 }
 REQUEST_ITEMS = 2000
 
@@ -150,6 +152,7 @@ def ask(client: httpx.Client, question: Question, mode: str, k: int = 10) -> tup
         "user_id": question.tenant,
         "filters": {"min_score": 0.0},
         "retrieval": MODES[mode],
+        "reinforce": False,  # read-only: one mode's questions must not lift the salience the next mode sees
     }
     started = time.perf_counter()
     response = client.post("/memory/query", json=body)
@@ -229,7 +232,11 @@ def main() -> None:
     )
     parser.add_argument("--provider", default="local", choices=["synthetic", "local", "static"])
     parser.add_argument("--datasets", default="locomo,scifact", help="comma-separated (default %(default)s)")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated (default %(default)s)")
+    parser.add_argument(
+        "--modes",
+        default="fulltext,dense,hybrid,full",
+        help=f"comma-separated, of {', '.join(MODES)} (default %(default)s)",
+    )
     parser.add_argument("--limit-queries", type=int, default=0, help="first N questions of each set (0: all)")
     parser.add_argument("--limit-docs", type=int, default=0, help="SciFact: gold abstracts plus others up to N")
     parser.add_argument("--concurrency", type=int, default=2, help="worker processes of the private stack")

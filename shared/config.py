@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -9,7 +10,10 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.decay import TierRules
 from shared.sectors import SECTORS
+
+_TIERS = TierRules()
 
 PROVIDERS = ("synthetic", "local", "static", "openai", "ollama")
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "test", "xxx"})
@@ -143,6 +147,8 @@ class Settings(BaseSettings):
     # two memories joined by a `contradicts` edge is multiplied by 0.3.
     weight_confidence: float = Field(default=0.1, ge=0.0, le=1.0)
     conflict_penalty: float = Field(default=0.3, ge=0.0, le=1.0)
+    # Recall's recency_weight interpolation instead of the fixed weights above, when set (a request may override).
+    recency_weight: float | None = Field(default=None, ge=0.0, le=1.0)
     # membox fusion: relevance = decay^hops * (alpha*cosine + (1-alpha)*lexical)
     fusion_alpha: float = Field(default=0.5, ge=0.0, le=1.0)
     recency_decay_per_day: float = Field(default=0.05, ge=0.0)
@@ -171,7 +177,7 @@ class Settings(BaseSettings):
     manual_reinforce_boost: float = Field(default=0.2, ge=0.0, le=1.0)
     query_reinforce_boost: float = Field(default=0.5, ge=0.0, le=1.0)
 
-    # Lifecycle knobs (decay seed). The decay cycle itself arrives with the lifecycle issue.
+    # Lifecycle (decay seed; OpenMemory's OM_* names work). The cycle is shared/lifecycle.py.
     decay_threads: int = Field(default=3, ge=1, validation_alias=_env("MNEMOFLOW_DECAY_THREADS", "OM_DECAY_THREADS"))
     decay_cold_threshold: float = Field(
         default=0.25,
@@ -207,15 +213,46 @@ class Settings(BaseSettings):
         validation_alias=_env("MNEMOFLOW_DECAY_INTERVAL_MINUTES", "OM_DECAY_INTERVAL_MINUTES"),
     )
     decay_cooldown_seconds: float = 60.0
-    tier_hot_lambda: float = 0.005
-    tier_warm_lambda: float = 0.02
-    tier_cold_lambda: float = 0.05
-    tier_recent_days: float = 6.0
-    tier_hot_coactivations: int = 5
-    tier_hot_salience: float = 0.7
-    tier_warm_salience: float = 0.4
+    # A scheduled cycle that finds queries active tries again this often, this many times, then skips the interval.
+    decay_defer_seconds: float = Field(default=60.0, ge=0)
+    decay_max_deferrals: int = Field(default=30, ge=0)
+    # Scale the tier's λ by the memory's sector rate relative to the mean sector rate (architecture seed §2.3).
+    decay_sector_scaling: bool = True
+    # How long a query counts as active for the decay cycle if its gateway dies before saying it finished.
+    active_query_ttl_seconds: float = 30.0
+    # The decay seed's tiers (shared/decay.py holds the seed's values, once).
+    tier_hot_lambda: float = _TIERS.hot_lambda
+    tier_warm_lambda: float = _TIERS.warm_lambda
+    tier_cold_lambda: float = _TIERS.cold_lambda
+    tier_recent_days: float = _TIERS.recent_days
+    tier_hot_coactivations: int = _TIERS.hot_coactivations
+    tier_hot_salience: float = _TIERS.hot_salience
+    tier_warm_salience: float = _TIERS.warm_salience
     compression_threshold: float = 0.7
     fingerprint_dim: int = 32
+
+    # Per-tenant labels on /metrics (injection and blindness counters); beyond this many, tenants count as _other.
+    metrics_max_tenants: int = Field(default=1000, ge=0)
+    # Injection and blindness rates in GET /sectors cover this many days (counted in Redis, kept 8 days).
+    retrieval_stats_days: int = Field(default=7, ge=1, le=8)
+
+    # Ingestion (architecture seed §5: chunk_size 2048 tokens, overlap 256, preserve_metadata; 25 MB uploads)
+    ingest_max_bytes: int = Field(default=25 * 1024 * 1024, ge=1024, description="largest upload or fetched body")
+    ingest_chunk_size: int = Field(default=2048, ge=16, le=8192)
+    ingest_chunk_overlap: int = Field(default=256, ge=0, le=4096)
+    # Parser limits per document (a sandboxed child each); audio/video get their own, transcription is slow.
+    ingest_parse_timeout_seconds: float = Field(default=120.0, gt=0)
+    ingest_parse_memory_mb: int = Field(default=2048, ge=64)
+    ingest_media_timeout_seconds: float = Field(default=1800.0, gt=0)
+    ingest_media_memory_mb: int = Field(default=4096, ge=64)
+    ingest_fetch_timeout_seconds: float = Field(default=60.0, gt=0)
+    # URL fetching refuses private, loopback, link-local and metadata addresses unless told otherwise:
+    # allow_private turns the check off (tests, a trusted single-tenant box); allowed_networks admits only
+    # the listed CIDRs ("10.1.0.0/16,fd00::/8", e.g. an intranet wiki).
+    ingest_allow_private_urls: bool = False
+    ingest_allowed_networks: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # ?wait=true on an ingest route waits at most this long before answering 202 anyway.
+    ingest_wait_max_seconds: float = Field(default=30.0, ge=0)
 
     # Jobs and Celery
     job_max_attempts: int = Field(default=5, ge=1)
@@ -228,6 +265,21 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_api_keys(cls, value: object) -> object:
         return _pairs(value, "MNEMOFLOW_API_KEYS", "key=tenant")
+
+    @field_validator("ingest_allowed_networks", mode="before")
+    @classmethod
+    def _parse_networks(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            for network in value:
+                try:
+                    ipaddress.ip_network(network)
+                except ValueError as exc:
+                    raise ValueError(
+                        f"MNEMOFLOW_INGEST_ALLOWED_NETWORKS: {network!r} is not a network ({exc})"
+                    ) from exc
+        return value
 
     @field_validator("sector_providers", mode="before")
     @classmethod
@@ -255,8 +307,15 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         if self.min_vector_dim > self.max_vector_dim:
             raise ValueError("OM_MIN_VECTOR_DIM must not exceed OM_MAX_VECTOR_DIM")
+        if self.min_vector_dim <= self.fingerprint_dim:
+            raise ValueError(
+                f"OM_MIN_VECTOR_DIM ({self.min_vector_dim}) must be above the fingerprint's {self.fingerprint_dim} "
+                "dimensions: a compressed vector must never be mistaken for a fingerprint"
+            )
         if self.sector_providers and self.embed_mode != "advanced":
             raise ValueError("MNEMOFLOW_SECTOR_PROVIDERS needs MNEMOFLOW_EMBED_MODE=advanced (OM_EMBED_MODE)")
+        if self.ingest_chunk_overlap >= self.ingest_chunk_size:
+            raise ValueError("MNEMOFLOW_INGEST_CHUNK_OVERLAP must be below MNEMOFLOW_INGEST_CHUNK_SIZE")
         if self.default_k > self.max_k:
             raise ValueError("MNEMOFLOW_DEFAULT_K must not exceed MNEMOFLOW_MAX_K")
         if self.environment != "development":

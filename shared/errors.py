@@ -50,3 +50,23 @@ class Conflict(MnemoflowError):
 class ServiceUnavailable(MnemoflowError):
     status_code = 503
     code = "service_unavailable"
+
+
+class UnsupportedMedia(MnemoflowError):
+    """The bytes are of a format ingestion does not handle, or not the format they were declared as."""
+
+    status_code = 415
+    code = "unsupported_media"
+
+
+class ExtractionFailed(InvalidInput):
+    """A document of a supported format yielded no text: corrupt, scanned, empty, or over a parser limit."""
+
+    code = "extraction_failed"
+
+
+class UpstreamFailed(MnemoflowError):
+    """A URL the caller asked us to fetch could not be fetched (network error, timeout, error status)."""
+
+    status_code = 502
+    code = "upstream_failed"

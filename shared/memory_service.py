@@ -5,11 +5,14 @@ Functions take an open session and never commit: the request or task that called
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
+import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -17,15 +20,17 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from shared import documents
 from shared import sectors as sector_rules
 from shared.config import Settings
+from shared.decay import dimension_ladder, pool_to
 from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_query_timed, embed_timed
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.packing import Packing, pack
 from shared.retrieval import Candidate, fuse, mmr_order, resolve_conflicts, score_candidate, spread_activation
 from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
-from shared.scoring import ScoreWeights
+from shared.scoring import ScoreWeights, recency_interpolated
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.storage.memories import MemoryFilter, NewMemory, SectorVector
@@ -33,6 +38,7 @@ from shared.storage.models import guard_store_model, per_sector
 from shared.text import hash_normalized, normalize_content
 
 ChunkClassification = tuple[tuple[str, ...], float]  # sectors (primary first), confidence
+log = logging.getLogger("mnemoflow.memory")
 CLASSIFICATION_KEY = "_classified"  # a batch chunk item's classification, found by the gateway when routing it
 
 
@@ -53,6 +59,7 @@ class QueryOutcome:
     traversed: list[tuple[uuid.UUID, uuid.UUID]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
     packing: Packing | None = None  # when the query set a token budget
+    query_sectors: tuple[str, ...] = ()  # the sectors whose vectors were searched
 
 
 class _Stopwatch:
@@ -87,6 +94,9 @@ class MemoryEngine:
         # Queries may go through a cache (same model); stored memories are always embedded afresh.
         self.query_embedder = query_embedder or embedder
         self.query_embedders = per_sector(sector_query_embedders or query_embedder or self.embedders)
+        self.ladder = functools.partial(
+            dimension_ladder, min_dim=settings.min_vector_dim, max_dim=settings.max_vector_dim
+        )  # the rungs a model's vectors compress to (decay)
         self.lexical = store.LexicalParams(
             config=settings.text_search_config,
             k1=settings.bm25_k1,
@@ -99,6 +109,10 @@ class MemoryEngine:
         """Limits a schema cannot express because they are settings."""
         self._check_content(item.content, where)
         self._check_tags_and_metadata(item.tags, item.metadata, where)
+
+    def validate_labels(self, tags: Sequence[str], metadata: dict[str, Any], where: str) -> None:
+        """The tag and metadata limits alone (for requests that carry them without content, like ingestion)."""
+        self._check_tags_and_metadata(tags, metadata, where)
 
     def _check_content(self, content: str, where: str) -> None:
         limit = self.settings.max_content_chars
@@ -135,20 +149,7 @@ class MemoryEngine:
                 cls = sector_rules.classify(text_)
                 known = (cls.sectors, cls.confidence)
             classes.append(known)
-        # One provider call per model for the items with a sector of that model (one call in simple mode).
-        vectors: list[dict[str, SectorVector]] = [{} for _ in items]
-        calls = []
-        for provider, sectors_of_model in store.group_sectors(self.embedders):
-            wanted = [i for i, (sectors, _) in enumerate(classes) if set(sectors).intersection(sectors_of_model)]
-            if not wanted:
-                continue
-            embedded, call = embed_timed(provider, [texts[i] for i in wanted])
-            calls.append(call)
-            for i, vector in zip(wanted, embedded, strict=True):
-                shared_vector = SectorVector(provider.model, np.asarray(vector, dtype=np.float32))
-                for sector in classes[i][0]:
-                    if sector in sectors_of_model:
-                        vectors[i][sector] = shared_vector
+        vectors, calls = self.embed_by_sector(texts, [sectors for sectors, _ in classes])
         prepared = []
         for i, (item, text_) in enumerate(zip(items, texts, strict=True)):
             sectors, confidence = classes[i]
@@ -177,6 +178,24 @@ class MemoryEngine:
                 )
             )
         return prepared, calls
+
+    def embed_by_sector(
+        self, texts: Sequence[str], sectors: Sequence[Sequence[str]]
+    ) -> tuple[list[dict[str, SectorVector]], list[EmbedCall]]:
+        """Each text's vector in each of its sectors: one provider call per model for the texts with a sector of
+        that model (one call in simple mode), the same vector shared by that model's sectors."""
+        vectors: list[dict[str, SectorVector]] = [{} for _ in texts]
+        calls = []
+        for provider, sectors_of_model in store.group_sectors(self.embedders):
+            wanted = [i for i, own in enumerate(sectors) if set(own).intersection(sectors_of_model)]
+            if not wanted:
+                continue
+            embedded, call = embed_timed(provider, [texts[i] for i in wanted])
+            calls.append(call)
+            for i, vector in zip(wanted, embedded, strict=True):
+                shared_vector = SectorVector(provider.model, np.asarray(vector, dtype=np.float32))
+                vectors[i] |= {sector: shared_vector for sector in sectors[i] if sector in sectors_of_model}
+        return vectors, calls
 
     def store(self, session: Session, memories: Sequence[NewMemory], *, settle: bool) -> list[store.StoredRef]:
         """Insert prepared memories (idempotent on user + content).
@@ -273,29 +292,43 @@ class MemoryEngine:
         return store.delete_memory(session, user_id, memory_id)
 
     def store_chunk(self, session: Session, job_id: uuid.UUID, seq: int) -> str | None:
-        """Process one chunk of a batch job exactly once; returns the job status, or None if nothing to do."""
+        """Process one chunk of a batch or ingest job exactly once; returns the job status, or None if nothing to do.
+
+        Items made from a document become memories placed in it (document_id, chunk_index); the chunk that
+        completes an ingest job finishes its document in the same transaction (reading-order links, done).
+        """
         chunk = job_store.claim_chunk(session, job_id, seq)
         if chunk is None:
             return None
         job = job_store.get_job(session, job_id)
         assert job is not None
-        items, classified = [], []
+        items, classified, placements = [], [], []
         for raw in chunk["items"]:
             known = raw.pop(CLASSIFICATION_KEY, None)
+            placements.append(documents.placement(raw))
             items.append(MemoryCreate.model_validate(raw))
             classified.append((tuple(known["sectors"]), float(known["confidence"])) if known else None)
+        started = time.perf_counter()
         prepared, calls = self.prepare(items, job["user_id"], classified)
+        embedded = time.perf_counter()
+        prepared = [
+            dataclasses.replace(memory, document_id=place[0], chunk_index=place[1]) if place else memory
+            for memory, place in zip(prepared, placements, strict=True)
+        ]
         for call in calls:
-            job_store.log_embedding(session, call, purpose="batch", job_id=job_id)
+            job_store.log_embedding(session, call, purpose=job["kind"], job_id=job_id)
         refs = self.store(session, prepared, settle=False)
         created = sum(1 for r in refs if r.created)
-        return job_store.complete_chunk(
-            session,
-            job_id,
-            seq,
-            done=len(items),
-            result={"created": created, "duplicates": len(items) - created},
-        )
+        result = {"created": created, "duplicates": len(items) - created}
+        ingest = job["kind"] == documents.INGEST_JOB_KIND
+        if ingest:  # a document's stage times (summed over its chunks by chunk_totals)
+            result["embed_ms"] = round((embedded - started) * 1000)
+            result["store_ms"] = round((time.perf_counter() - embedded) * 1000)
+        status = job_store.complete_chunk(session, job_id, seq, done=len(items), result=result, finish_job=not ingest)
+        # complete_chunk holds the job row lock, so this count sees every chunk committed before ours.
+        if ingest and job_store.open_chunk_count(session, job_id) == 0:
+            status = documents.finish_document(session, job_id)
+        return status
 
     def query(
         self,
@@ -308,6 +341,7 @@ class MemoryEngine:
         options: RetrievalOptions | None = None,
         token_budget: int | None = None,
         diversity: float | None = None,
+        recency_weight: float | None = None,
         now: datetime | None = None,
     ) -> QueryOutcome:
         """Full-text + dense candidates fused by RRF, one waypoint hop, composite score, threshold gate."""
@@ -337,13 +371,19 @@ class MemoryEngine:
             else []
         )
         watch.lap("lexical")
+        search_sectors = tuple(wanted_sectors or sector_rules.SECTORS)
+        if options.classify and not wanted_sectors:  # OpenMemory: the query's own sectors, when it has any
+            query_class = sector_rules.classify(query)
+            if query_class.scores[query_class.primary] > 0:
+                search_sectors = query_class.sectors
         dense = (
             store.dense_candidates(
                 session,
                 user_id,
-                {sector: queries[sector] for sector in wanted_sectors or sector_rules.SECTORS},
+                {sector: queries[sector] for sector in search_sectors},
                 limit=pool,
                 where=where,
+                ladder=self.ladder,
             )
             if options.dense
             else []
@@ -358,6 +398,7 @@ class MemoryEngine:
             queries,
             known_cosine=[i for i, c in seeds.items() if c.dense_similarity is not None],
             max_hops=s.activation_max_hops if options.waypoints else 1,
+            ladder=self.ladder,
         )
         watch.lap("fetch")
         if options.waypoints:
@@ -375,7 +416,8 @@ class MemoryEngine:
             if i in rows
         }
         max_lexical = max((score for _, score in lexical), default=0.0)
-        weights = ScoreWeights(*s.score_weights)
+        recency_weight = recency_weight if recency_weight is not None else s.recency_weight
+        weights = ScoreWeights(*s.score_weights) if recency_weight is None else recency_interpolated(recency_weight)
         scored = []
         for memory_id, candidate in candidates.items():
             row = rows.get(memory_id)
@@ -413,7 +455,7 @@ class MemoryEngine:
         if diversity is not None and len(scored) > 1:  # MMR re-orders what passed the gate
             by_id = {c.id: (c, row) for c, row in scored}
             best = max(c.score for c, _ in scored) or 1.0
-            memory_vectors = store.primary_vectors(session, list(by_id), queries)
+            memory_vectors = comparable(store.primary_vectors(session, list(by_id), queries), self.ladder)
             order = mmr_order(
                 [c.id for c, _ in scored], {c.id: c.score / best for c, _ in scored}, memory_vectors, lambda_=diversity
             )
@@ -436,6 +478,7 @@ class MemoryEngine:
             traversed=traversed,
             timings_ms=watch.laps,
             packing=packing,
+            query_sectors=search_sectors,
         )
 
     def reinforce_hits(
@@ -446,23 +489,59 @@ class MemoryEngine:
         user_id: str,
         memory_ids: Sequence[uuid.UUID],
         traversed: Sequence[tuple[uuid.UUID, uuid.UUID]],
+        reinforce: bool = True,
     ) -> bool:
-        """Apply a query's reinforcement once (decay seed: salience + 0.5, last_seen_at = now; +0.05 per link)."""
+        """Apply a query's reinforcement once (decay seed: salience + 0.5, last_seen_at = now; architecture seed:
+        +0.05 per traversed link). False when this event was applied before (a redelivered message)."""
         if not job_store.try_mark_event(session, event_id):
             return False
-        store.reinforce(
-            session, user_id, memory_ids, boost=self.settings.query_reinforce_boost, count_coactivation=True
-        )
-        # A traversed link may be stored in either direction.
-        pairs = list(traversed) + [(dst, src) for src, dst in traversed]
-        store.strengthen_waypoints(
-            session,
-            user_id,
-            pairs,
-            step=self.settings.waypoint_reinforce_step,
-            cap=self.settings.waypoint_max_weight,
-        )
+        if reinforce:
+            store.reinforce(
+                session, user_id, memory_ids, boost=self.settings.query_reinforce_boost, count_coactivation=True
+            )
+            # A traversed link may be stored in either direction.
+            pairs = list(traversed) + [(dst, src) for src, dst in traversed]
+            store.strengthen_waypoints(
+                session,
+                user_id,
+                pairs,
+                step=self.settings.waypoint_reinforce_step,
+                cap=self.settings.waypoint_max_weight,
+            )
         return True
+
+    def regenerate(
+        self, session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, boost: float
+    ) -> list[uuid.UUID]:
+        """Decay seed, "Regeneration on Access": re-embed compressed or fingerprinted memories from their original
+        content at full dimension, restore them to warm, boost salience. Returns the regenerated ids."""
+        decayed = store.lock_decayed(session, user_id, memory_ids)
+        if not decayed:
+            return []
+        guard_store_model(session, self.embedders)
+        embedded, calls = self.embed_by_sector(
+            [normalize_content(m.content) for m in decayed], [m.sectors for m in decayed]
+        )
+        for call in calls:
+            job_store.log_embedding(session, call, purpose="regenerate")
+        store.restore_vectors(session, user_id, dict(zip([m.id for m in decayed], embedded, strict=True)), boost=boost)
+        for memory in decayed:
+            log.info("[decay] regenerated memory %s", memory.id)
+        return [m.id for m in decayed]
+
+
+def comparable(
+    vectors: dict[uuid.UUID, np.ndarray], ladder: Callable[[int], Sequence[int]]
+) -> dict[uuid.UUID, np.ndarray]:
+    """Vectors of mixed rungs (some memories compressed) pooled to the smallest rung among them, so they can be
+    compared; fingerprints (not embeddings) are left out."""
+    if len({v.shape[0] for v in vectors.values()}) <= 1:
+        return vectors
+    full = max(v.shape[0] for v in vectors.values())
+    rungs = set(ladder(full))
+    usable = {i: v for i, v in vectors.items() if v.shape[0] in rungs}
+    smallest = min((v.shape[0] for v in usable.values()), default=full)
+    return {i: v if v.shape[0] == smallest else pool_to(v, smallest) for i, v in usable.items()}
 
 
 def _passes(row: dict[str, Any], where: MemoryFilter) -> bool:

@@ -53,7 +53,21 @@ def _clean_metadata(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-class MemoryCreate(BaseModel):
+class TagsAndMetadata(BaseModel):
+    """Validation of `tags` and `metadata`, shared by the models that carry them."""
+
+    @field_validator("tags", check_fields=False)
+    @classmethod
+    def _tags(cls, value: list[str]) -> list[str]:
+        return _clean_tags(value)
+
+    @field_validator("metadata", check_fields=False)
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _clean_metadata(value)
+
+
+class MemoryCreate(TagsAndMetadata):
     """One memory to store: `POST /memory/add` and each item of `POST /memory/batch`."""
 
     model_config = ConfigDict(extra="forbid")
@@ -71,16 +85,6 @@ class MemoryCreate(BaseModel):
         if not value.strip():
             raise ValueError("content must contain non-whitespace text")
         return _no_nul(value, "content")
-
-    @field_validator("tags")
-    @classmethod
-    def _tags(cls, value: list[str]) -> list[str]:
-        return _clean_tags(value)
-
-    @field_validator("metadata")
-    @classmethod
-    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _clean_metadata(value)
 
 
 class MemoryUpdate(BaseModel):
@@ -176,6 +180,11 @@ class RetrievalOptions(BaseModel):
     lexical: bool = Field(default=True, description="full-text (BM25) candidates")
     dense: bool = Field(default=True, description="vector candidates")
     waypoints: bool = Field(default=True, description="memories linked to a candidate by a waypoint")
+    classify: bool = Field(
+        default=False,
+        description="search vectors only in the sectors the query itself is classified into (OpenMemory's query "
+        "flow); a query no sector pattern matches searches all",
+    )
     rank: Literal["composite", "fusion"] = Field(
         default="composite",
         description="composite: OpenMemory's score (similarity, salience, recency, waypoint) and the min_score "
@@ -212,6 +221,17 @@ class QueryRequest(BaseModel):
         le=1.0,
         description="MMR's lambda: re-rank for relevance minus redundancy (0.5 weighs both equally; 1 = off)",
     )
+    recency_weight: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Recall's interpolation: 0 ranks by relevance, 1 weighs freshness as much (default: "
+        "OpenMemory's fixed weights, or MNEMOFLOW_RECENCY_WEIGHT)",
+    )
+    reinforce: bool = Field(
+        default=True,
+        description="false: a read-only query (evaluation, previews): its hits are not reinforced or regenerated",
+    )
 
     @field_validator("query")
     @classmethod
@@ -245,6 +265,7 @@ class QueryMatch(BaseModel):
     last_seen_at: datetime
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    document_id: uuid.UUID | None = Field(default=None, description="the document this memory is a chunk of")
     trace: MatchTrace | None = None
 
 
@@ -264,6 +285,9 @@ class QueryResponse(BaseModel):
     candidates: int = 0
     packing: PackingPublic | None = None
     timings_ms: dict[str, float] | None = Field(default=None, description="Per-stage time, with explain: true.")
+    query_sectors: list[str] | None = Field(
+        default=None, description="The sectors whose vectors were searched, with explain: true."
+    )
 
 
 class LinkCreate(BaseModel):
@@ -338,3 +362,16 @@ class ReembedRequest(BaseModel):
     @classmethod
     def _sectors(cls, value: list[str] | None) -> list[str] | None:
         return sorted(set(_known_sectors(value) or [])) or None
+
+
+class DecayRequest(BaseModel):
+    """Run a decay cycle now (operator action)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ratio: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="share of each sector segment to process; 1.0 for every memory (default OM_DECAY_RATIO)",
+    )

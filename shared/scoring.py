@@ -43,6 +43,14 @@ class ScoreWeights:
     waypoint: float = 0.1
 
 
+def recency_interpolated(recency_weight: float) -> ScoreWeights:
+    """Recall's weight interpolation, mapped onto OpenMemory's four components: relevance 0.70 - 0.30 r,
+    recency 0.40 r, importance (salience, which decay already discounts) 0.20 - 0.10 r, strength (here the
+    waypoint component) 0.10. r = 0 ranks by relevance, r = 1 lets freshness weigh as much; the sum is 1."""
+    r = min(max(recency_weight, 0.0), 1.0)
+    return ScoreWeights(similarity=0.70 - 0.30 * r, salience=0.20 - 0.10 * r, recency=0.40 * r, waypoint=0.10)
+
+
 @dataclass(frozen=True)
 class ScoreComponents:
     similarity: float

@@ -37,6 +37,8 @@ class TaskName(StrEnum):
     REEMBED_CHUNK = "mnemoflow.reembed.chunk"
     REEMBED_FINISH = "mnemoflow.reembed.finish"
     PRUNE_EMBED_LOGS = "mnemoflow.embed_logs.prune"
+    DECAY_CYCLE = "mnemoflow.decay.cycle"
+    INGEST_DOCUMENT = "mnemoflow.ingest.document"
 
 
 # Where a task goes when the caller does not say (sector tasks always name their queue).
@@ -48,4 +50,6 @@ DEFAULT_QUEUE: dict[str, str] = {  # values are Queue members (str)
     TaskName.REEMBED_PLAN: Queue.MAINTENANCE,
     TaskName.REEMBED_FINISH: Queue.MAINTENANCE,
     TaskName.PRUNE_EMBED_LOGS: Queue.MAINTENANCE,
+    TaskName.DECAY_CYCLE: Queue.MAINTENANCE,
+    TaskName.INGEST_DOCUMENT: Queue.INGEST,
 }

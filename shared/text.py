@@ -75,3 +75,19 @@ def split_by_estimate(text: str, window_tokens: int, overlap_tokens: int) -> lis
             shared += pieces[next_start][2]
         start = next_start
     return windows
+
+
+def tail_by_estimate(text: str, tokens: int) -> str:
+    """The longest ending of `text` that starts at a word (or CJK character) and fits ~`tokens` estimated tokens."""
+    if tokens <= 0:
+        return ""
+    if estimate_tokens(text) <= tokens:
+        return text
+    start, used = len(text), 0
+    for match in reversed(list(_PIECE.finditer(text))):
+        cost = 1 if _CJK.fullmatch(match.group()) else math.ceil((len(match.group()) + 1) / 4)
+        if used + cost > tokens:
+            break
+        used += cost
+        start = match.start()
+    return text[start:]

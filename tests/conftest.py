@@ -106,6 +106,10 @@ def service_env(servers: dict[str, str], **extra: str) -> dict[str, str]:
         "REDIS_URL": servers["redis_url"],
         "MNEMOFLOW_ENVIRONMENT": "test",
         "MNEMOFLOW_EMBEDDING_PROVIDER": "synthetic",
+        # Ingestion: small uploads keep the 413 tests cheap; 127.0.0.2 stands in for a trusted intranet host
+        # (tests serve pages from it), while every other private address, 127.0.0.1 included, stays refused.
+        "MNEMOFLOW_INGEST_MAX_BYTES": str(2 * 1024 * 1024),
+        "MNEMOFLOW_INGEST_ALLOWED_NETWORKS": "127.0.0.2/32",
         "PYTHONUNBUFFERED": "1",
         **extra,
     }

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
+import threading
 from dataclasses import astuple
 from typing import Any
 
@@ -16,8 +19,8 @@ from shared.embedding.factory import create_embedder, create_sector_embedders, e
 from shared.logs import configure_logging
 from shared.memory_service import MemoryEngine
 from shared.queueing import make_celery
-from shared.storage.models import StoreModel, ensure_store_model
-from shared.tasks import TaskName
+from shared.storage.models import StoreModel, ensure_store_model_for
+from shared.tasks import Queue, TaskName
 
 settings = get_settings()
 app = make_celery(settings, "mnemoflow.worker")
@@ -29,6 +32,7 @@ app.conf.beat_schedule = {
         "task": TaskName.PRUNE_WAYPOINTS,
         "schedule": settings.waypoint_prune_interval_days * 86400,
     },
+    "decay-cycle": {"task": TaskName.DECAY_CYCLE, "schedule": settings.decay_interval_minutes * 60},
 }
 app.conf.include = ["workers.tasks"]
 
@@ -50,12 +54,7 @@ class WorkerContext:
             embedder = create_embedder(settings)
             sector_embedders = create_sector_embedders(settings, embedder)
             with cls.db.session() as session:
-                ensure_store_model(
-                    session,
-                    sector_embedders,
-                    hnsw_m=settings.hnsw_m,
-                    hnsw_ef_construction=settings.hnsw_ef_construction,
-                )
+                ensure_store_model_for(session, sector_embedders, settings)
             cls.engine = MemoryEngine(settings, embedder, sector_embedders=sector_embedders)
             cls.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=5)
 
@@ -78,7 +77,38 @@ def _logging(**_: Any) -> None:
 
 @signals.worker_process_init.connect
 def _process_init(**_: Any) -> None:
+    _allow_sandbox_children()
     WorkerContext.open()
+    if _consumes(Queue.INGEST):
+        threading.Thread(target=_warm_sandbox, name="sandbox-warm-up", daemon=True).start()
+
+
+def _consumes(queue: str) -> bool:
+    """Whether this worker was started on `queue` (every queue when no -Q was given)."""
+    selected = app.amqp.queues.consume_from
+    return not selected or queue in selected
+
+
+def _warm_sandbox() -> None:
+    from shared.ingest.sandbox import warm_up
+
+    try:
+        warm_up()
+    except Exception as exc:  # the first document will start it instead, and report what fails
+        log.warning("could not start the ingest sandbox ahead of time: %s", exc)
+
+
+def _allow_sandbox_children() -> None:
+    """Let a prefork pool process start the ingest sandbox's children (shared/ingest/sandbox.py).
+
+    billiard marks its pool processes daemonic in the standard library's process record, and multiprocessing
+    refuses children to a daemonic process; the sandbox kills and reaps its child itself, so none outlives
+    the task, which is what the rule protects against. billiard also leaves its own authkey type there,
+    which the standard library's forkserver cannot pickle: a fresh key of the standard type replaces it.
+    """
+    process = multiprocessing.current_process()
+    process._config["daemon"] = False  # type: ignore[attr-defined]
+    process._config["authkey"] = multiprocessing.process.AuthenticationString(os.urandom(32))  # type: ignore[attr-defined]
 
 
 @signals.worker_process_shutdown.connect

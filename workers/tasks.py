@@ -12,10 +12,13 @@ from celery import Task
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from shared import reembed
+from shared import ingest_pipeline, reembed
+from shared.activity import active_queries
 from shared.embedding.calls import EmbeddingFailed
 from shared.embedding.local import ModelUnavailable
+from shared.lifecycle import CycleOptions, DecayCycle
 from shared.sectors import SECTORS
+from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.tasks import TaskName, embed_queue
@@ -72,6 +75,21 @@ def store_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
         schedule_merge()
         result["job_status"] = status
     return result
+
+
+@app.task(name=TaskName.INGEST_DOCUMENT, bind=True, max_retries=None)
+def ingest_document(self: Task, job_id: str) -> dict[str, Any]:
+    """Fetch or read, extract, chunk and plan one document, then send its chunks to the sector queues."""
+    db, _ = context()
+    outcome = ingest_pipeline.run_ingest(db, settings, uuid.UUID(job_id))
+    if outcome.retry_in is not None:
+        log.warning("[ingest] job %s: attempt failed, retrying in %.0fs: %s", job_id, outcome.retry_in, outcome.error)
+        raise self.retry(countdown=outcome.retry_in)
+    for chunk in outcome.chunks:  # committed already; a lost message is re-sent by the sweeper
+        app.send_task(
+            TaskName.STORE_CHUNK, kwargs={"job_id": job_id, "seq": chunk.seq}, queue=embed_queue(chunk.sector)
+        )
+    return {"job_id": job_id, "status": outcome.status, "chunks": len(outcome.chunks)}
 
 
 @app.task(name=TaskName.REEMBED_PLAN)
@@ -186,39 +204,98 @@ def merge_fresh() -> dict[str, Any]:
 
 
 @app.task(name=TaskName.REINFORCE_HITS)
-def reinforce_hits(event_id: str, user_id: str, memory_ids: list[str], traversed: list[list[str]]) -> dict[str, Any]:
-    """Reinforce what a query returned, once per query even if the message is delivered twice."""
+def reinforce_hits(
+    event_id: str,
+    user_id: str,
+    memory_ids: list[str],
+    traversed: list[list[str]],
+    reinforce: bool = True,
+    regenerate: bool = False,
+) -> dict[str, Any]:
+    """A query's after-effects, once per query even if the message is delivered twice: reinforcement, then the
+    regeneration of hits that decay had compressed or fingerprinted (its own transaction: if the model fails,
+    the reinforcement stands and the next hit tries again)."""
     db, engine = context()
+    ids = [uuid.UUID(i) for i in memory_ids]
     with db.session() as session:
         applied = engine.reinforce_hits(
             session,
             event_id=event_id,
             user_id=user_id,
-            memory_ids=[uuid.UUID(i) for i in memory_ids],
+            memory_ids=ids,
             traversed=[(uuid.UUID(a), uuid.UUID(b)) for a, b in traversed],
+            reinforce=reinforce,
         )
-    return {"event_id": event_id, "applied": applied}
+    regenerated: list[uuid.UUID] = []
+    if applied and regenerate:
+        try:
+            with db.session() as session:
+                regenerated = engine.regenerate(
+                    session, user_id, ids, boost=0.0 if reinforce else settings.query_reinforce_boost
+                )
+        except Exception as exc:
+            log.warning("[decay] could not regenerate %s: %s", ", ".join(memory_ids), exc)
+    return {"event_id": event_id, "applied": applied, "regenerated": [str(i) for i in regenerated]}
+
+
+def decay_cycle_runner() -> DecayCycle:
+    db, engine = context()
+    client = redis_client()
+    return DecayCycle(
+        db,
+        settings,
+        {sector: provider.dim for sector, provider in engine.embedders.items()},
+        active_queries=lambda: active_queries(client),
+    )
+
+
+@app.task(name=TaskName.DECAY_CYCLE, bind=True, max_retries=None)
+def decay_cycle(
+    self: Task, run_id: str | None = None, ratio: float | None = None, trigger: str = "schedule"
+) -> dict[str, Any]:
+    """One decay cycle (shared/lifecycle.py). A scheduled one that finds queries active tries again a little
+    later (OM_DECAY_* seed behaviour: skip while active_q > 0), up to `decay_max_deferrals` times."""
+    runner = decay_cycle_runner()
+    if trigger == "schedule" and run_id is None and self.request.retries < settings.decay_max_deferrals:
+        try:
+            active = runner.active_queries()
+        except Exception as exc:  # Redis unreachable: no way to know, so do not hold decay back
+            log.warning("[decay] cannot read active queries: %s", exc)
+            active = 0
+        if active > 0:
+            log.info("[decay] %d queries active; trying again in %.0fs", active, settings.decay_defer_seconds)
+            raise self.retry(countdown=settings.decay_defer_seconds)
+    row = runner.run(uuid.UUID(run_id) if run_id else None, CycleOptions(trigger=trigger, ratio=ratio))
+    return {"run_id": str(row["id"]), "status": row["status"], "processed": row["processed"], "reason": row["reason"]}
 
 
 @app.task(name=TaskName.SWEEP_JOBS)
 def sweep_jobs() -> dict[str, Any]:
-    """Re-send chunks whose message may have been lost (pending for longer than job_stall_seconds)."""
+    """Re-send chunks whose message may have been lost (pending for longer than job_stall_seconds), and the
+    next step of re-embed and ingest jobs that stopped moving."""
     db, _ = context()
+    longest_parse = max(settings.ingest_parse_timeout_seconds, settings.ingest_media_timeout_seconds)
     with db.session() as session:
         stalled = job_store.stalled_chunks(session, older_than_seconds=settings.job_stall_seconds)
         job_store.mark_enqueued(session, stalled)
         idle = job_store.idle_open_jobs(session, reembed.JOB_KIND, older_than_seconds=settings.job_stall_seconds)
-        for job in idle:
-            job_store.touch_job(session, job["id"])
+        ingests = document_store.stalled_ingest_jobs(
+            session, stall_seconds=settings.job_stall_seconds, extract_seconds=longest_parse
+        )
+        for job_id in [job["id"] for job in idle] + ingests:
+            job_store.touch_job(session, job_id)
     for chunk in stalled:
         task = TaskName.REEMBED_CHUNK if chunk.kind == reembed.JOB_KIND else TaskName.STORE_CHUNK
         app.send_task(task, kwargs={"job_id": str(chunk.job_id), "seq": chunk.seq}, queue=embed_queue(chunk.sector))
     for job in idle:  # its planning or its final step was lost: the job knows which one is due
         step = TaskName.REEMBED_PLAN if job["progress_total"] == 0 else TaskName.REEMBED_FINISH
         app.send_task(step, kwargs={"job_id": str(job["id"])})
-    if stalled or idle:
-        log.warning("sweeper re-sent %d stalled chunk(s) and %d stalled job step(s)", len(stalled), len(idle))
-    return {"resent": len(stalled), "job_steps": len(idle)}
+    for job_id in ingests:  # the document's status tells the task which step is due
+        app.send_task(TaskName.INGEST_DOCUMENT, kwargs={"job_id": str(job_id)})
+    steps = len(idle) + len(ingests)
+    if stalled or steps:
+        log.warning("sweeper re-sent %d stalled chunk(s) and %d stalled job step(s)", len(stalled), steps)
+    return {"resent": len(stalled), "job_steps": steps}
 
 
 @app.task(name=TaskName.PRUNE_EMBED_LOGS)

@@ -164,6 +164,65 @@ def query(
 
 
 @app.command()
+def ingest(
+    source: Annotated[
+        str, typer.Argument(help="A file (PDF, DOCX, HTML, Markdown, text, audio, video…) or an http(s) URL")
+    ],
+    user: Annotated[str | None, typer.Option("--user", "-u", help="Tenant user_id")] = None,
+    wait: Annotated[bool, typer.Option(help="Follow the job until the document is stored, then summarise it")] = False,
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="A tag for every chunk (repeatable)")] = None,
+    meta: Annotated[
+        list[str] | None, typer.Option("--meta", "-m", help="key=value metadata for the document (repeatable)")
+    ] = None,
+    chunk_size: Annotated[int | None, typer.Option(help="Max tokens per chunk [2048]")] = None,
+    chunk_overlap: Annotated[int | None, typer.Option(help="Tokens repeated between chunks [256]")] = None,
+) -> None:
+    """Ingest a document, a recording or a web page: it is extracted, chunked and stored as memories.
+
+    Files are uploaded (their format is read from their bytes); URLs are fetched by the server, which
+    refuses private addresses. The same file or URL twice is one document. Examples:
+
+        mnemoflow ingest report.pdf --wait
+
+        mnemoflow ingest https://example.org/post --user alice --tag blog
+    """
+    metadata = {}
+    for pair in meta or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"{pair!r} is not key=value", param_hint="--meta")
+        metadata[key] = value
+    config = {k: v for k, v in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)) if v is not None}
+    if source.startswith(("http://", "https://")):
+        request = {"url": source, "user_id": user, "tags": tag or [], "metadata": metadata, "config": config}
+        body = _call("POST", "/memory/ingest/url", json=request)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise typer.BadParameter(f"no such file: {source}", param_hint="SOURCE")
+        fields = {"metadata": json.dumps(metadata), "tags": ",".join(tag or [])}
+        fields |= {k: str(v) for k, v in config.items()} | ({"user_id": user} if user else {})
+        with open(path, "rb") as handle:
+            files = {"file": (path.name, handle, "application/octet-stream")}
+            body = _call("POST", "/memory/ingest/file", files=files, data=fields, timeout=300)
+    note = {"existing": " (already ingested)", "retried": " (failed before; started again)"}.get(body["status"], "")
+    typer.echo(f"document {body['document_id']}  job {body['job_id']}{note}")
+    if not wait:
+        typer.echo(f"follow it with: mnemoflow job {body['job_id']}")
+        return
+    job = _follow(body["job_id"], user=user) if body["job_id"] else None
+    document = _call("GET", f"/documents/{body['document_id']}", params={"user_id": user} if user else None)
+    if document["status"] == "failed" or (job and job["status"] == "failed"):
+        typer.echo(f"ingest failed: {document['error'] or (job or {}).get('error')}", err=True)
+        raise typer.Exit(1)
+    stages = "  ".join(f"{k.removesuffix('_ms')} {v} ms" for k, v in document["stages_ms"].items())
+    typer.echo(
+        f"{document['status']}: {document['format']}, {document['byte_size'] or 0:,} bytes, "
+        f"{document['chunk_count']} chunks -> {document['memories_total']} memories\n{stages}"
+    )
+
+
+@app.command()
 def job(job_id: str, user: Annotated[str | None, typer.Option("--user", "-u")] = None) -> None:
     """Show a job's status and progress."""
     typer.echo(json.dumps(_call("GET", f"/jobs/{job_id}", params={"user_id": user} if user else None), indent=2))
@@ -207,10 +266,10 @@ def reembed(
     )
 
 
-def _follow(job_id: str, interval: float = 1.0) -> dict[str, Any]:
+def _follow(job_id: str, interval: float = 1.0, user: str | None = None) -> dict[str, Any]:
     """Print a job's progress on one line until it ends; returns its last state."""
     while True:
-        job = _call("GET", f"/jobs/{job_id}")
+        job = _call("GET", f"/jobs/{job_id}", params={"user_id": user} if user else None)
         done, total = job["progress"]["done"], job["progress"]["total"]
         share = f"{100 * done / total:5.1f}%" if total else "  ...  "
         typer.echo(f"\r{job['status']:<9} {share}  {done:,}/{total:,}", nl=False)
@@ -218,6 +277,53 @@ def _follow(job_id: str, interval: float = 1.0) -> dict[str, Any]:
             typer.echo("")
             return dict(job)
         time.sleep(interval)
+
+
+@app.command()
+def decay(
+    ratio: Annotated[
+        float | None,
+        typer.Option(min=0.0, max=1.0, help="Share of each sector to process; 1.0 = every memory [OM_DECAY_RATIO]"),
+    ] = None,
+    wait: Annotated[bool, typer.Option(help="Follow the cycle until it ends")] = True,
+) -> None:
+    """Run a decay cycle now: re-tier memories, decay salience, compress and fingerprint the unused ones.
+
+    Scheduled cycles run every OM_DECAY_INTERVAL_MINUTES on their own; this one does not wait for queries to
+    go quiet, but never runs beside another cycle. Needs the operator key (MNEMOFLOW_API_KEY) when keys are set.
+    """
+    if ratio is not None and ratio <= 0:
+        raise typer.BadParameter("must be above 0", param_hint="--ratio")
+    run = _call("POST", "/maintenance/decay", json={"ratio": ratio})
+    typer.echo(f"decay run {run['id']} ({run['ratio']:.0%} of each sector)")
+    while wait and run["status"] in ("queued", "running"):
+        time.sleep(0.5)
+        run = _call("GET", f"/maintenance/decay/{run['id']}")
+        typer.echo(f"\r{run['status']:<9} {run['processed']:,} processed", nl=False)
+    typer.echo("")
+    if run["status"] == "succeeded":
+        typer.echo(run["log"])
+    elif run["status"] in ("skipped", "failed"):
+        typer.echo(f"decay {run['status']}: {run['reason']}", err=True)
+        raise typer.Exit(1)
+    else:
+        typer.echo(f"follow it with: curl {run['status_url']}")
+
+
+@app.command()
+def stats(runs: Annotated[int, typer.Option(min=0, max=100, help="How many recent decay runs to show")] = 5) -> None:
+    """The store's lifecycle: tiers, compression, average salience, and the recent decay runs."""
+    body = _call("GET", "/maintenance/stats", params={"runs": runs})
+    tiers, compression = body["tiers"], body["compression"]
+    typer.echo(f"memories: {body['memories']:,}  average salience {body['avg_salience']:.3f}")
+    typer.echo("tiers:       " + "  ".join(f"{k}={v:,}" for k, v in tiers.items()))
+    typer.echo("compression: " + "  ".join(f"{k}={v:,}" for k, v in compression.items()))
+    if body["compressed_by_dim"]:
+        typer.echo("compressed:  " + "  ".join(f"{dim}d={n:,}" for dim, n in body["compressed_by_dim"].items()))
+    for run in body["recent_runs"]:
+        when = (run["finished_at"] or run["created_at"])[:19]
+        detail = run.get("log") or run["reason"] or ""
+        typer.echo(f"{when}  {run['trigger']:<9} {run['status']:<9} {detail}")
 
 
 if __name__ == "__main__":

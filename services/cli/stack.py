@@ -19,7 +19,7 @@ from shared.config import Settings
 from shared.db import Database, create_db_engine
 from shared.embedding.factory import create_embedder, create_sector_embedders
 from shared.errors import MnemoflowError
-from shared.storage.models import ensure_store_model
+from shared.storage.models import ensure_store_model_for
 
 STATE_FILE = "stack.json"
 DEFAULT_EMBEDDED_REDIS_PORT = 6390
@@ -75,12 +75,7 @@ class Stack:
         db = Database(create_db_engine(settings, "mnemoflow.launcher", pool_size=1))
         try:
             with db.session() as session:
-                ensure_store_model(
-                    session,
-                    create_sector_embedders(settings, embedder),
-                    hnsw_m=settings.hnsw_m,
-                    hnsw_ef_construction=settings.hnsw_ef_construction,
-                )
+                ensure_store_model_for(session, create_sector_embedders(settings, embedder), settings)
         except MnemoflowError as exc:
             raise RuntimeError(exc.message) from exc
         finally:

@@ -10,11 +10,12 @@ from contextlib import asynccontextmanager
 import redis
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from prometheus_client import REGISTRY
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway import metrics
 from services.gateway.errors import error_body, install_error_handlers
-from services.gateway.routers import maintenance, memory, system
+from services.gateway.routers import documents, ingest, maintenance, memory, system
 from services.gateway.state import GatewayState
 from shared import __version__
 from shared.config import Settings, get_settings
@@ -25,7 +26,7 @@ from shared.embedding.factory import create_embedder, create_sector_embedders
 from shared.logs import configure_logging
 from shared.memory_service import MemoryEngine
 from shared.queueing import make_celery
-from shared.storage.models import ensure_store_model
+from shared.storage.models import ensure_store_model_for
 
 log = logging.getLogger("mnemoflow.gateway")
 
@@ -33,17 +34,19 @@ log = logging.getLogger("mnemoflow.gateway")
 class BodySizeLimit:
     """Refuse request bodies over the limit with 413, whether or not Content-Length is sent."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, path_limits: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.path_limits = path_limits or {}  # routes with a limit of their own (uploads)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.path_limits.get(scope.get("path", ""), self.max_bytes)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._reject(scope, receive, send, limit)
             return
         seen = 0
 
@@ -52,20 +55,20 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > limit:
                     raise _TooLarge
             return message
 
         try:
             await self.app(scope, limited_receive, send)
         except _TooLarge:
-            await self._reject(scope, receive, send)
+            await self._reject(scope, receive, send, limit)
 
-    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _reject(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         response = JSONResponse(
             error_body(
                 "payload_too_large",
-                f"request body exceeds {self.max_bytes:,} bytes; split it into smaller requests",
+                f"request body exceeds {limit:,} bytes; split it into smaller requests",
             ),
             status_code=413,
         )
@@ -86,9 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         embedder = create_embedder(settings)
         sector_embedders = create_sector_embedders(settings, embedder)
         with db.session() as session:
-            ensure_store_model(
-                session, sector_embedders, hnsw_m=settings.hnsw_m, hnsw_ef_construction=settings.hnsw_ef_construction
-            )
+            ensure_store_model_for(session, sector_embedders, settings)
         redis_client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2, socket_connect_timeout=2)
         ttl = settings.query_embedding_cache_ttl_seconds
         cached: dict[int, EmbeddingProvider] = {}  # one cache wrapper per provider, shared by its sectors
@@ -108,10 +109,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             redis=redis_client,
             celery=make_celery(settings, "mnemoflow.gateway"),
         )
+        document_counts = metrics.DocumentsCollector(db)
+        REGISTRY.register(document_counts)
         log.info("gateway ready (version %s)", __version__)
         try:
             yield
         finally:
+            REGISTRY.unregister(document_counts)
             db.dispose()
             redis_client.close()
 
@@ -123,7 +127,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     app.include_router(system.router)
+    app.include_router(ingest.router)
     app.include_router(memory.router)
+    app.include_router(documents.router)
     app.include_router(maintenance.router)
 
     @app.middleware("http")
@@ -136,5 +142,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics.LATENCY.labels(request.method, path).observe(time.perf_counter() - started)
         return response
 
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    # An upload may be as large as the ingest limit (plus its multipart framing); base64 in JSON is 4/3 of it.
+    upload_limit = settings.ingest_max_bytes + 1024 * 1024
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.max_request_bytes,
+        path_limits={
+            "/memory/ingest/file": upload_limit,
+            "/memory/ingest": max(settings.max_request_bytes, settings.ingest_max_bytes * 4 // 3 + 1024 * 1024),
+        },
+    )
     return app

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 from prometheus_client import Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+from shared.db import Database
+from shared.storage import documents as document_store
+
+log = logging.getLogger("mnemoflow.gateway")
 
 REQUESTS = Counter("mnemoflow_http_requests_total", "HTTP requests", ["method", "route", "status"])
 LATENCY = Histogram(
@@ -21,3 +30,51 @@ ENQUEUE_FAILURES = Counter(
     "mnemoflow_enqueue_failures_total",
     "Tasks that could not be sent to the broker (the sweeper re-sends them)",
 )
+
+# Recall seed: injection rate = injected / all, retrieval blindness = blind / all, per tenant. The tenant label
+# is capped (MNEMOFLOW_METRICS_MAX_TENANTS distinct values per process; the rest count as "_other").
+TENANT_QUERIES = Counter(
+    "mnemoflow_tenant_queries_total",
+    "Queries per tenant by outcome: injected (a memory passed the gate), blind (candidates, none passed), no_memories",
+    ["tenant", "outcome"],
+)
+_tenants: set[str] = set()
+
+
+def tenant_label(tenant: str, limit: int) -> str:
+    if tenant in _tenants:
+        return tenant
+    if len(_tenants) < limit:
+        _tenants.add(tenant)
+        return tenant
+    return "_other"
+
+
+DOCUMENTS_ACCEPTED = Counter(
+    "mnemoflow_documents_accepted_total",
+    "Ingest requests by format and outcome (queued, existing, retried, refused)",
+    ["format", "outcome"],
+)
+
+
+class DocumentsCollector:
+    """`mnemoflow_documents{format,status}`: documents in the store by format and status (done, failed, …),
+    read from PostgreSQL at scrape time, so it counts what every ingest worker of the fleet did."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "mnemoflow_documents", "Ingested documents by format and status", labels=["format", "status"]
+        )
+        try:
+            with self.db.session() as session:
+                for fmt, status, count in document_store.status_counts(session):
+                    family.add_metric([fmt, status], count)
+        except Exception as exc:  # a scrape must not fail because the database hiccupped
+            log.warning("could not count documents for /metrics: %s", exc)
+        yield family
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return []  # no query when registering

@@ -393,3 +393,26 @@ def prune_embed_logs(session: Session, *, older_than_days: float) -> int:
         {"secs": older_than_days * 86400},
     )
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def count_job_attempt(session: Session, job_id: uuid.UUID) -> int | None:
+    """One more attempt at an open job's own step (not a chunk's); None when the job is no longer open."""
+    attempts = session.execute(
+        text(
+            "UPDATE jobs SET attempts = attempts + 1, status = 'running', started_at = COALESCE(started_at, now()), "
+            "updated_at = now() WHERE id = :id AND status IN ('queued', 'running') RETURNING attempts"
+        ),
+        {"id": job_id},
+    ).scalar_one_or_none()
+    return None if attempts is None else int(attempts)
+
+
+def merge_result(session: Session, job_id: uuid.UUID, patch: dict[str, Any], *, error: str | None = None) -> None:
+    """Merge `patch` into a job's result (its phase, stage timings); `error` records a failed attempt."""
+    session.execute(
+        text(
+            "UPDATE jobs SET result = result || CAST(:patch AS jsonb), error = COALESCE(:error, error), "
+            "updated_at = now() WHERE id = :id"
+        ),
+        {"id": job_id, "patch": json.dumps(patch), "error": error[:4000] if error else None},
+    )

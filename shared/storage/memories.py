@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -15,6 +15,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.decay import pool_to
 from shared.sectors import validate_sector
 
 MEMORY_COLUMNS = (
@@ -343,7 +344,9 @@ def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: N
         text(
             "UPDATE memories SET content = :content, content_hash = :content_hash, summary = NULL, "
             "primary_sector = :primary_sector, sectors = CAST(:sectors AS text[]), decay_lambda = :decay_lambda, "
-            "classification_confidence = :cc, compression = 'full', updated_at = now(), version = version + 1 "
+            "classification_confidence = :cc, compression = 'full', vector_dim = NULL, fingerprint = NULL, "
+            "updated_at = now(), "
+            "version = version + 1 "
             "WHERE id = :id AND user_id = :user_id"
         ),
         {
@@ -359,6 +362,81 @@ def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: N
     )
     session.execute(text("DELETE FROM memory_vectors WHERE memory_id = :id"), {"id": memory_id})
     copy_vectors(session, [(memory_id, user_id, new.vectors)], indexed=True)
+
+
+@dataclass(frozen=True)
+class DecayedMemory:
+    id: uuid.UUID
+    content: str
+    sectors: tuple[str, ...]
+    primary_sector: str
+
+
+def lock_decayed(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> list[DecayedMemory]:
+    """The compressed or fingerprinted ones among `memory_ids`, locked for their regeneration."""
+    rows = session.execute(
+        text(
+            "SELECT id, content, sectors, primary_sector FROM memories WHERE user_id = :user_id "
+            "AND id = ANY(CAST(:ids AS uuid[])) AND compression <> 'full' ORDER BY id FOR UPDATE"
+        ),
+        {"user_id": user_id, "ids": [str(i) for i in memory_ids]},
+    ).all()
+    return [DecayedMemory(r.id, r.content, tuple(r.sectors), r.primary_sector) for r in rows]
+
+
+def reset_compression(session: Session, memory_ids: Sequence[uuid.UUID]) -> None:
+    """Mark compressed or fingerprinted memories full again (their vectors are being replaced at full width).
+    The summary is not part of the full-text document, so BM25 statistics do not move."""
+    session.execute(
+        text(
+            "UPDATE memories SET compression = 'full', vector_dim = NULL, fingerprint = NULL, summary = NULL, "
+            "updated_at = now() WHERE id = ANY(CAST(:ids AS uuid[])) AND compression <> 'full'"
+        ),
+        {"ids": [str(i) for i in memory_ids]},
+    )
+
+
+def swap_vectors(
+    session: Session,
+    rows: Sequence[tuple[uuid.UUID, str, Mapping[str, SectorVector], bool]],
+    *,
+    sectors: Sequence[str] | None = None,
+) -> None:
+    """Replace memories' vectors (of `sectors`, or all of them) with new full-width ones: rows of (memory id,
+    user id, sector vectors, indexed). Each memory keeps its place in the index or in the fresh tier (where
+    its merge will count its terms); compressed or fingerprinted ones come back full."""
+    if not rows:
+        return
+    ids = [str(memory_id) for memory_id, _, _, _ in rows]
+    reset_compression(session, [memory_id for memory_id, _, _, _ in rows])
+    session.execute(
+        text(
+            "DELETE FROM memory_vectors WHERE memory_id = ANY(CAST(:ids AS uuid[])) "
+            "AND (CAST(:sectors AS text[]) IS NULL OR sector = ANY(CAST(:sectors AS text[])))"
+        ),
+        {"ids": ids, "sectors": list(sectors) if sectors is not None else None},
+    )
+    for indexed in (True, False):
+        group = [(i, user, vectors) for i, user, vectors, on in rows if on is indexed and vectors]
+        if group:
+            copy_vectors(session, group, indexed=indexed)
+
+
+def restore_vectors(
+    session: Session, user_id: str, vectors: Mapping[uuid.UUID, Mapping[str, SectorVector]], *, boost: float
+) -> None:
+    """Decay seed, "Regeneration on Access": full vectors again, summary back to none, tier warm, salience
+    + `boost`, seen now. A memory still waiting for its merge keeps its vectors in the fresh tier."""
+    ids = list(vectors)
+    counted = set(settled_ids(session, ids))  # before the swap: a fingerprinted memory counts as settled
+    swap_vectors(session, [(i, user_id, vectors[i], i in counted) for i in ids])
+    session.execute(
+        text(
+            "UPDATE memories SET tier = 'warm', salience = LEAST(1.0, salience + :boost), last_seen_at = now() "
+            "WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))"
+        ),
+        {"user_id": user_id, "ids": [str(i) for i in ids], "boost": boost},
+    )
 
 
 def content_hash_owner(session: Session, user_id: str, content_hash: str) -> uuid.UUID | None:
@@ -472,13 +550,15 @@ def count_terms(session: Session, memory_ids: Sequence[uuid.UUID], *, sign: int)
 
 
 def settled_ids(session: Session, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
-    """Those memories whose primary-sector vector is in the index (their terms are counted)."""
+    """Those memories whose BM25 terms are counted: their primary-sector vector is in the index, or they are
+    fingerprinted (a fingerprint has no vector to wait for)."""
     if not memory_ids:
         return []
     rows = session.execute(
         text(
-            "SELECT m.id FROM memories m JOIN memory_vectors v ON v.memory_id = m.id AND v.sector = m.primary_sector "
-            "WHERE m.id = ANY(CAST(:ids AS uuid[])) AND v.indexed"
+            "SELECT m.id FROM memories m WHERE m.id = ANY(CAST(:ids AS uuid[])) AND (m.compression = 'fingerprinted' "
+            "OR EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id AND v.sector = m.primary_sector "
+            "AND v.indexed))"
         ),
         {"ids": [str(i) for i in memory_ids]},
     ).all()
@@ -577,6 +657,31 @@ def group_sectors(per_sector: Mapping[str, T]) -> list[tuple[T, list[str]]]:
     return list(groups.values())
 
 
+def query_rungs(vector: np.ndarray, ladder: Callable[[int], Sequence[int]]) -> dict[int, np.ndarray]:
+    """The query at each rung its model's vectors may be compressed to (pooled the way memories are)."""
+    full = np.asarray(vector, dtype=np.float32)
+    return {dim: full if dim == full.shape[0] else pool_to(full, dim) for dim in ladder(int(full.shape[0]))}
+
+
+def compressed_rungs(
+    session: Session, user_id: str, sectors: Sequence[str], dims: Sequence[int]
+) -> set[tuple[str, int]]:
+    """The (sector, dim) pairs among `dims` on which the tenant has vectors: one probe of a partition's
+    (user_id, dim) index per pair, so a query searches a compressed rung's index only where it can find
+    something. Sector and dim are literals on purpose: with parameters the planner cannot see that a rung
+    is rare and scans."""
+    if not dims:
+        return set()
+    probes = [
+        f"SELECT '{validate_sector(sector)}' AS sector, {int(dim)} AS dim WHERE EXISTS "
+        f"(SELECT 1 FROM memory_vectors_{sector} WHERE user_id = :user_id AND dim = {int(dim)})"
+        for sector in sectors
+        for dim in dims
+    ]
+    rows = session.execute(text(" UNION ALL ".join(probes)), {"user_id": user_id}).all()
+    return {(r.sector, int(r.dim)) for r in rows}
+
+
 def dense_candidates(
     session: Session,
     user_id: str,
@@ -584,8 +689,12 @@ def dense_candidates(
     *,
     limit: int,
     where: MemoryFilter,
+    ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
 ) -> list[tuple[uuid.UUID, float]]:
     """Nearest memories by cosine over each sector's HNSW index, best similarity per memory, best first.
+
+    `ladder`: the dimensions a model's vectors may have been compressed to (decay); each rung the tenant has
+    vectors on is searched with the query pooled to it, through that rung's own partial HNSW index.
 
     `queries`: the sectors to search, each with the query embedded by that sector's model; only vectors
     of that model count (during a re-embed a store holds two models' vectors).
@@ -594,33 +703,41 @@ def dense_candidates(
         return []
     clause, params = where.sql("m")
     filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
+    groups = group_sectors(queries)
+    smaller = {d for query, _ in groups for d in ladder(int(query.vector.shape[0]))[1:]}
+    present = compressed_rungs(session, user_id, list(queries), sorted(smaller)) if smaller else set()
     parts = []
-    for g, (query, sectors) in enumerate(group_sectors(queries)):
-        dim = int(query.vector.shape[0])
-        distance = f"v.embedding::vector({dim}) <=> CAST(:q{g} AS vector({dim}))"
-        params[f"q{g}"] = Vector(query.vector.astype(np.float32))
+    for g, (query, sectors) in enumerate(groups):
         params[f"model{g}"] = query.model
-        # Settled rows through each partition's HNSW index (one ordered index scan per sector) ...
-        for sector in sectors:
-            params[f"s_{sector}"] = sector
+        for dim, vector in query_rungs(query.vector, ladder).items():
+            full = dim == int(query.vector.shape[0])
+            on_rung = sectors if full else [sector for sector in sectors if (sector, dim) in present]
+            if not on_rung:
+                continue
+            name = f"q{g}_{dim}"
+            distance = f"v.embedding::vector({dim}) <=> CAST(:{name} AS vector({dim}))"
+            params[name] = Vector(vector)
+            # Settled rows through each partition's HNSW index (one ordered index scan per sector) ...
+            for sector in on_rung:
+                params[f"s_{sector}"] = sector
+                parts.append(
+                    f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
+                         FROM memory_vectors v
+                         WHERE v.sector = :s_{sector} AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id
+                           AND v.model = :model{g}{filter_sql}
+                         ORDER BY {distance}
+                         LIMIT :limit)"""
+                )
+            # ... and the tenant's fresh rows, in all those sectors at once, by exact scan of the fresh index.
+            params[f"fresh{g}_{dim}"] = on_rung
             parts.append(
                 f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
                      FROM memory_vectors v
-                     WHERE v.sector = :s_{sector} AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id
-                       AND v.model = :model{g}{filter_sql}
+                     WHERE v.sector = ANY(CAST(:fresh{g}_{dim} AS text[])) AND v.dim = {dim} AND NOT v.indexed
+                       AND v.user_id = :user_id AND v.model = :model{g}{filter_sql}
                      ORDER BY {distance}
                      LIMIT :limit)"""
             )
-        # ... and the tenant's fresh rows, in all those sectors at once, by exact scan of the fresh index.
-        params[f"fresh{g}"] = sectors
-        parts.append(
-            f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
-                 FROM memory_vectors v
-                 WHERE v.sector = ANY(CAST(:fresh{g} AS text[])) AND v.dim = {dim} AND NOT v.indexed
-                   AND v.user_id = :user_id AND v.model = :model{g}{filter_sql}
-                 ORDER BY {distance}
-                 LIMIT :limit)"""
-        )
     rows = session.execute(text(" UNION ALL ".join(parts)), params | {"user_id": user_id, "limit": limit}).all()
     best: dict[uuid.UUID, float] = {}
     for r in rows:
@@ -636,26 +753,31 @@ def fetch_with_links(
     *,
     known_cosine: Sequence[uuid.UUID] = (),
     max_hops: int = 1,
+    ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
 ) -> tuple[
     dict[uuid.UUID, dict[str, Any]], list[tuple[uuid.UUID, uuid.UUID, float]], list[tuple[uuid.UUID, uuid.UUID]]
 ]:
-    """One round trip for what scoring needs: the seeds, the memories up to `max_hops` (1 or 2) association
-    waypoints away (either direction), each with `cosine` (the query's similarity to its primary-sector vector; None
-    for `known_cosine` ids, which the dense search already measured), the association links, and the
-    `contradicts` edges from those memories."""
+    """One round trip for what scoring needs: the seeds, the memories up to `max_hops` (1 or 2) association or
+    reading-order (`next`) waypoints away (either direction), each with `cosine` (the query's similarity to its
+    primary-sector vector; None for `known_cosine` ids, which the dense search already measured), the links
+    that spread activation, and the `contradicts` edges from those memories."""
     if not seed_ids:
         return {}, [], []
     params: dict[str, Any] = {}
     branches = []
     for g, (query, sectors) in enumerate(group_sectors(queries)):
-        dim = int(query.vector.shape[0])
-        params |= {f"q{g}": Vector(query.vector.astype(np.float32)), f"model{g}": query.model, f"qs{g}": sectors}
+        params |= {f"model{g}": query.model, f"qs{g}": sectors}
+        rungs = query_rungs(query.vector, ladder)
+        for dim, vector in rungs.items():
+            params[f"q{g}_{dim}"] = Vector(vector)
+        # A compressed memory is compared with the query pooled to its rung.
+        pooled_query = " ".join(f"WHEN {dim} THEN CAST(:q{g}_{dim} AS vector)" for dim in rungs)
         branches.append(
             f"""WHEN m.primary_sector = ANY(CAST(:qs{g} AS text[])) THEN
-                       (SELECT 1 - (v.embedding::vector({dim}) <=> CAST(:q{g} AS vector({dim})))
+                       (SELECT 1 - (v.embedding <=> CASE v.dim {pooled_query} END)
                         FROM memory_vectors v
-                        WHERE v.memory_id = m.id AND v.sector = m.primary_sector AND v.dim = {dim}
-                          AND v.model = :model{g})"""
+                        WHERE v.memory_id = m.id AND v.sector = m.primary_sector
+                          AND v.dim IN ({", ".join(str(d) for d in rungs)}) AND v.model = :model{g})"""
         )
     cosine = f"CASE WHEN m.id = ANY(CAST(:known AS uuid[])) THEN NULL {' '.join(branches)} END"
     rows = session.execute(
@@ -663,23 +785,29 @@ def fetch_with_links(
             f"""
             WITH direct AS (
                 SELECT src_id, dst_id, weight, kind FROM waypoints
-                WHERE kind IN ('association', 'contradicts') AND user_id = :user_id
+                WHERE kind IN ('association', 'next', 'contradicts') AND user_id = :user_id
                   AND (src_id = ANY(CAST(:ids AS uuid[])) OR dst_id = ANY(CAST(:ids AS uuid[])))
             ),
             hop1 AS (
-                SELECT src_id AS id FROM direct WHERE kind = 'association'
-                UNION SELECT dst_id FROM direct WHERE kind = 'association'
+                SELECT src_id AS id FROM direct WHERE kind <> 'contradicts'
+                UNION SELECT dst_id FROM direct WHERE kind <> 'contradicts'
             ),
             further AS (  -- the links of the memories one hop away, when activation spreads further
+                -- (index lookups by an id array, each direction on its own: a join or an OR of the two
+                -- directions lets the planner scan the whole table)
                 SELECT src_id, dst_id, weight, kind FROM waypoints
-                WHERE :max_hops >= 2 AND kind = 'association' AND user_id = :user_id
-                  AND (src_id IN (SELECT id FROM hop1) OR dst_id IN (SELECT id FROM hop1))
+                WHERE :max_hops >= 2 AND kind IN ('association', 'next') AND user_id = :user_id
+                  AND src_id = ANY(ARRAY(SELECT id FROM hop1))
+                UNION
+                SELECT src_id, dst_id, weight, kind FROM waypoints
+                WHERE :max_hops >= 2 AND kind IN ('association', 'next') AND user_id = :user_id
+                  AND dst_id = ANY(ARRAY(SELECT id FROM hop1))
             ),
             links AS (SELECT * FROM direct UNION SELECT * FROM further),
             wanted AS (
                 SELECT unnest(CAST(:ids AS uuid[])) AS id
-                UNION SELECT src_id FROM links WHERE kind = 'association'
-                UNION SELECT dst_id FROM links WHERE kind = 'association'
+                UNION SELECT src_id FROM links WHERE kind <> 'contradicts'
+                UNION SELECT dst_id FROM links WHERE kind <> 'contradicts'
             )
             SELECT {MEMORY_COLUMNS.replace("id, ", "m.id, ", 1)},
                    {cosine} AS cosine,
@@ -704,7 +832,7 @@ def fetch_with_links(
             continue
         row = row_to_dict(r)
         for src, dst, weight, kind in row.pop("links") or []:
-            if kind == "association":
+            if kind != "contradicts":  # association links and reading order (`next`) both spread
                 links.append((uuid.UUID(src), uuid.UUID(dst), float(weight)))
             else:
                 contradicts.append((uuid.UUID(src), uuid.UUID(dst)))

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.config import Settings
+from shared.decay import dimension_ladder
 from shared.embedding import EmbeddingProvider
 from shared.errors import Conflict
 from shared.sectors import SECTORS
@@ -113,12 +115,30 @@ def ensure_store_model(
     *,
     hnsw_m: int = 16,
     hnsw_ef_construction: int = 64,
+    min_dim: int = 64,
+    max_dim: int = 1536,
 ) -> None:
-    """Record the models on first use and index their dimensions; refuse other models against existing vectors."""
+    """Record the models on first use and index their dimensions — each model's own and the smaller rungs its
+    vectors compress to (OM_MIN_VECTOR_DIM, OM_MAX_VECTOR_DIM) — and refuse other models against existing vectors."""
     chosen = per_sector(embedders)
     _record(session, chosen)
     _check(current_models(session), chosen)
-    ensure_vector_indexes(session, {e.dim for e in chosen.values()}, m=hnsw_m, ef_construction=hnsw_ef_construction)
+    dims = {rung for e in chosen.values() for rung in dimension_ladder(e.dim, min_dim=min_dim, max_dim=max_dim)}
+    ensure_vector_indexes(session, dims, m=hnsw_m, ef_construction=hnsw_ef_construction)
+
+
+def ensure_store_model_for(
+    session: Session, embedders: SectorEmbedders | EmbeddingProvider, settings: Settings
+) -> None:
+    """`ensure_store_model` with the index settings of `settings` (what every process does at start-up)."""
+    ensure_store_model(
+        session,
+        embedders,
+        hnsw_m=settings.hnsw_m,
+        hnsw_ef_construction=settings.hnsw_ef_construction,
+        min_dim=settings.min_vector_dim,
+        max_dim=settings.max_vector_dim,
+    )
 
 
 def guard_store_model(session: Session, embedders: SectorEmbedders | EmbeddingProvider) -> None:

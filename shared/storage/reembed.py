@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from shared.storage.memories import SectorVector, copy_vectors
+from shared.storage.memories import SectorVector, swap_vectors
 from shared.storage.models import StoreModel
 
 
@@ -35,6 +35,10 @@ def _target_params(targets: Mapping[str, StoreModel]) -> dict[str, list[object]]
     }
 
 
+# A vector is stale when another model made it, or the same model at a larger width (an OpenAI-style model asked
+# for fewer dimensions). Narrower vectors of the target model are decay's compressed rungs and fingerprints.
+
+
 def stale_memories(session: Session, targets: Mapping[str, StoreModel]) -> list[tuple[uuid.UUID, str]]:
     """(id, primary sector) of every memory with a vector, in a target sector, not made by that sector's target."""
     rows = session.execute(
@@ -42,7 +46,7 @@ def stale_memories(session: Session, targets: Mapping[str, StoreModel]) -> list[
             f"""
             SELECT m.id, m.primary_sector FROM memories m
             WHERE m.id IN (SELECT v.memory_id FROM memory_vectors v JOIN {_TARGETS} ON t.sector = v.sector
-                           WHERE v.model <> t.model OR v.dim <> t.dim)
+                           WHERE v.model <> t.model OR v.dim > t.dim)
             ORDER BY m.primary_sector, m.id
             """
         ),
@@ -56,7 +60,7 @@ def count_stale_vectors(session: Session, targets: Mapping[str, StoreModel]) -> 
         session.execute(
             text(
                 f"SELECT count(*) FROM memory_vectors v JOIN {_TARGETS} ON t.sector = v.sector "
-                "WHERE v.model <> t.model OR v.dim <> t.dim"
+                "WHERE v.model <> t.model OR v.dim > t.dim"
             ),
             _target_params(targets),
         ).scalar_one()
@@ -88,17 +92,8 @@ def replace_vectors(
     *,
     sectors: Sequence[str],
 ) -> None:
-    """Swap the memories' vectors of `sectors` for the new ones; fresh ones stay fresh for their merge."""
-    if not rows:
-        return
-    session.execute(
-        text(
-            "DELETE FROM memory_vectors "
-            "WHERE memory_id = ANY(CAST(:ids AS uuid[])) AND sector = ANY(CAST(:sectors AS text[]))"
-        ),
-        {"ids": [str(r.id) for r in rows], "sectors": list(sectors)},
+    """Swap the memories' vectors of `sectors` for the new ones; fresh ones stay fresh for their merge.
+    Compressed or fingerprinted memories come back at full width, like a regeneration."""
+    swap_vectors(
+        session, [(r.id, r.user_id, v, r.indexed) for r, v in zip(rows, vectors, strict=True)], sectors=sectors
     )
-    for indexed in (True, False):
-        group = [(r.id, r.user_id, v) for r, v in zip(rows, vectors, strict=True) if r.indexed is indexed and v]
-        if group:
-            copy_vectors(session, group, indexed=indexed)

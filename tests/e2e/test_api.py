@@ -138,6 +138,54 @@ def test_query_reinforces_hits_through_the_worker(http, tenant, worker):
     assert current["salience"] == pytest.approx(0.7)  # 0.2 + 0.5 (decay seed's query reinforcement)
 
 
+def test_a_read_only_query_reinforces_nothing(http, tenant, worker):
+    memory = http.post(
+        "/memory/add", json={"content": "The kayak is stored in shed 4", "user_id": tenant, "salience": 0.2}
+    ).json()
+    ask = {"query": "where is the kayak stored", "user_id": tenant}
+    assert http.post("/memory/query", json=ask | {"reinforce": False}).json()["matches"][0]["id"] == memory["id"]
+    http.post("/memory/query", json=ask)  # the control: this one does reinforce
+    import time
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        current = http.get(f"/memory/{memory['id']}", params={"user_id": tenant}).json()
+        if current["coactivations"] >= 1:
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)  # anything the first query had enqueued would have landed before the second's
+    current = http.get(f"/memory/{memory['id']}", params={"user_id": tenant}).json()
+    assert current["coactivations"] == 1 and current["salience"] == pytest.approx(0.7)
+
+
+def test_injection_and_blindness_are_counted_per_tenant(http, tenant):
+    http.post("/memory/add", json={"content": "Zebra crossings are painted white", "user_id": tenant})
+    ask = {"query": "zebra crossings", "user_id": tenant, "reinforce": False}
+    assert http.post("/memory/query", json=ask | {"filters": {"min_score": 0}}).json()["matches"]
+    assert not http.post("/memory/query", json=ask | {"filters": {"min_score": 0.999}}).json()["matches"]
+    assert not http.post("/memory/query", json=ask | {"user_id": f"{tenant}-empty"}).json()["matches"]
+    import time
+
+    deadline = time.monotonic() + 10  # counted after each response is sent
+    while time.monotonic() < deadline:
+        retrieval = http.get("/sectors", params={"user_id": tenant}).json()["retrieval"]
+        if retrieval["queries"] == 2:
+            break
+        time.sleep(0.1)
+    assert retrieval | {"window_days": 7} == {
+        "window_days": 7,
+        "queries": 2,
+        "injected": 1,
+        "blind": 1,
+        "no_memories": 0,
+        "injection_rate": 0.5,
+        "blindness_rate": 0.5,
+    }
+    metrics = http.get("/metrics").text
+    assert f'mnemoflow_tenant_queries_total{{outcome="blind",tenant="{tenant}"}} 1.0' in metrics
+    assert f'mnemoflow_tenant_queries_total{{outcome="no_memories",tenant="{tenant}-empty"}} 1.0' in metrics
+
+
 def test_batch_goes_through_the_sector_queues_and_lands_once(http, tenant, worker, db):
     items = [{"content": f"Shipment {i} left the Rotterdam warehouse"} for i in range(120)]
     items += [
@@ -173,6 +221,10 @@ def test_sectors_report_counts_for_the_tenant(http, tenant):
     body = http.get("/sectors", params={"user_id": tenant}).json()
     assert body["sectors"] == ["episodic", "semantic", "procedural", "emotional", "reflective"]
     assert sum(s["count"] for s in body["stats"]) == 1
+    assert body["lifecycle"] == {
+        "tiers": {"hot": 0, "warm": 1, "cold": 0},
+        "compression": {"full": 1, "compressed": 0, "fingerprinted": 0},
+    }
     assert body["configs"]["emotional"]["decay_lambda"] == pytest.approx(0.02)
     assert body["index"] == {"fresh_vectors": 0}  # a single add is indexed at once
 

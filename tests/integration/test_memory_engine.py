@@ -12,7 +12,7 @@ from shared.embedding import SyntheticEmbedder
 from shared.errors import Conflict, NotFound
 from shared.memory_service import MemoryEngine
 from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
-from shared.sectors import SECTOR_CONFIGS
+from shared.sectors import SECTOR_CONFIGS, SECTORS
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
 
@@ -106,13 +106,15 @@ def test_tenants_never_see_each_other(db, engine, tenant):
     assert contents == ["Project falcon status meeting moved to Thursday"]
 
 
-def test_one_hop_waypoint_surfaces_a_memory_with_no_direct_hit(db, engine, tenant):
+@pytest.mark.parametrize("kind", ["association", "next"])  # `next`: a document's reading order
+def test_one_hop_waypoint_surfaces_a_memory_with_no_direct_hit(db, engine, tenant, kind):
     seed, _ = add(db, engine, tenant, "Kubernetes cluster upgrade scheduled for Saturday night")
     linked, _ = add(db, engine, tenant, "Remember to notify the on-call rotation beforehand")
     with db.session() as s:
+        s.execute(text("DELETE FROM waypoints WHERE user_id = :u"), {"u": tenant})  # only the link made here
         s.execute(
-            text("INSERT INTO waypoints (src_id, dst_id, user_id, weight) VALUES (:a, :b, :u, 0.9)"),
-            {"a": seed["id"], "b": linked["id"], "u": tenant},
+            text("INSERT INTO waypoints (src_id, dst_id, user_id, kind, weight) VALUES (:a, :b, :u, :k, 0.9)"),
+            {"a": seed["id"], "b": linked["id"], "u": tenant, "k": kind},
         )
     outcome = query(db, engine, tenant, "kubernetes cluster upgrade")
     by_id = {c.id: c for c, _ in outcome.matches}
@@ -226,6 +228,54 @@ def test_filters_by_sector_tags_and_time(db, engine, tenant):
     sector = tagged["primary_sector"]
     outcome = query(db, engine, tenant, "invoice client", sector=sector)
     assert outcome.matches and all(sector in row["sectors"] for _, row in outcome.matches)
+
+
+def test_recency_weight_lets_the_fresher_of_two_equal_memories_win(db, engine, tenant):
+    old, _ = add(db, engine, tenant, "The team offsite is in Porto this spring")
+    new, _ = add(db, engine, tenant, "The team offsite is in Lisbon this spring")
+    with db.session() as s:  # equally relevant; the Porto memory was last seen long ago but matters more
+        s.execute(
+            text("UPDATE memories SET last_seen_at = now() - interval '60 days', salience = 0.9 WHERE id = :id"),
+            {"id": old["id"]},
+        )
+        s.execute(text("UPDATE memories SET salience = 0.4 WHERE id = :id"), {"id": new["id"]})
+
+    def first(recency_weight):
+        with db.session() as s:
+            outcome = engine.query(
+                s,
+                tenant,
+                "team offsite this spring",
+                k=2,
+                filters=QueryFilters(min_score=0),
+                recency_weight=recency_weight,
+            )
+        return outcome.matches[0][1]["content"]
+
+    assert first(0.0) == old["content"]  # relevance and importance: the salient one
+    assert first(1.0) == new["content"]  # freshness weighs as much as relevance
+
+
+def test_query_classification_narrows_the_dense_search_to_the_querys_sectors(db, engine, tenant):
+    fact, _ = add(db, engine, tenant, "Quarterly revenue figures were uploaded to the finance share")
+    assert "emotional" not in fact["sectors"]
+
+    def run(classify: bool):
+        with db.session() as s:
+            return engine.query(
+                s,
+                tenant,
+                "the quarterly revenue figures make me feel so sad and angry",
+                k=5,
+                filters=QueryFilters(min_score=0),
+                options=RetrievalOptions(lexical=False, classify=classify),
+            )
+
+    narrowed, everywhere = run(True), run(False)
+    assert "emotional" in narrowed.query_sectors and len(narrowed.query_sectors) < 5
+    assert fact["id"] not in [c.id for c, _ in narrowed.matches]  # its vectors are in no sector of the query's
+    assert fact["id"] in [c.id for c, _ in everywhere.matches]  # the vector search of all sectors finds it
+    assert everywhere.query_sectors == SECTORS
 
 
 def test_min_score_gate_drops_weak_matches(db, engine, tenant):

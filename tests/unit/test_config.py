@@ -27,6 +27,36 @@ def test_openmemory_environment_names_are_honoured(monkeypatch):
     assert (s.decay_ratio, s.min_score, s.regeneration_enabled, s.port) == (0.1, 0.45, False, 9090)
 
 
+def test_every_decay_knob_of_the_seed_carries_over(monkeypatch):
+    knobs = {
+        "OM_DECAY_THREADS": ("decay_threads", "5", 5),
+        "OM_DECAY_COLD_THRESHOLD": ("decay_cold_threshold", "0.15", 0.15),
+        "OM_DECAY_REINFORCE_ON_QUERY": ("decay_reinforce_on_query", "false", False),
+        "OM_REGENERATION_ENABLED": ("regeneration_enabled", "false", False),
+        "OM_MAX_VECTOR_DIM": ("max_vector_dim", "768", 768),
+        "OM_MIN_VECTOR_DIM": ("min_vector_dim", "128", 128),
+        "OM_SUMMARY_LAYERS": ("summary_layers", "1", 1),
+        "OM_DECAY_RATIO": ("decay_ratio", "1.0", 1.0),
+        "OM_DECAY_SLEEP_MS": ("decay_sleep_ms", "0", 0),
+        "OM_DECAY_INTERVAL_MINUTES": ("decay_interval_minutes", "60", 60),
+    }
+    for name, (_, raw, _) in knobs.items():
+        monkeypatch.setenv(name, raw)
+    s = Settings(_env_file=None)
+    assert {name: getattr(s, field) for name, (field, _, _) in knobs.items()} == {
+        name: value for name, (_, _, value) in knobs.items()
+    }
+
+
+def test_decay_settings_that_cannot_work_are_explained():
+    with pytest.raises(ValidationError, match="must be above the fingerprint"):
+        Settings(_env_file=None, min_vector_dim=32)
+    with pytest.raises(ValidationError, match="must not exceed OM_MAX_VECTOR_DIM"):
+        Settings(_env_file=None, min_vector_dim=512, max_vector_dim=256)
+    with pytest.raises(ValidationError, match=r"summary_layers|OM_SUMMARY_LAYERS"):
+        Settings(_env_file=None, summary_layers=4)
+
+
 @pytest.mark.parametrize(
     ("url", "expected"),
     [

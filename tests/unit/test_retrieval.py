@@ -119,3 +119,11 @@ def test_a_strong_two_hop_path_can_beat_a_weak_direct_link():
     seeds = {A: Candidate(A)}
     reached = spread_activation(seeds, [(A, C, 0.1), (A, B, 1.0), (B, C, 1.0)], max_hops=2, decay_per_hop=0.5)
     assert reached[C].hops == 2  # 1.0 * 1.0 * 0.25 > 0.1 * 0.5: max wins
+
+
+def test_a_query_outcome_is_injected_blind_or_without_memories() -> None:
+    from shared.retrieval_stats import outcome
+
+    assert outcome(matches=3, candidates=12) == "injected"
+    assert outcome(matches=0, candidates=12) == "blind"  # memories were there; the gate let none through
+    assert outcome(matches=0, candidates=0) == "no_memories"

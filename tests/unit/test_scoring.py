@@ -70,3 +70,15 @@ def test_cosine_similarity():
 def test_cosine_similarity_of_a_zero_vector_is_zero():
     assert cosine_similarity([0, 0], [1, 1]) == 0.0
     assert cosine_similarity(np.zeros(3), np.zeros(3)) == 0.0
+
+
+def test_recency_weight_interpolates_recalls_weights() -> None:
+    from shared.scoring import recency_interpolated
+
+    relevance_first, fresh_first = recency_interpolated(0.0), recency_interpolated(1.0)
+    assert (relevance_first.similarity, relevance_first.recency, relevance_first.salience) == (0.70, 0.0, 0.20)
+    assert (fresh_first.similarity, fresh_first.recency, fresh_first.salience) == pytest.approx((0.40, 0.40, 0.10))
+    for r in (0.0, 0.3, 0.7, 1.0):
+        w = recency_interpolated(r)
+        assert w.similarity + w.salience + w.recency + w.waypoint == pytest.approx(1.0)
+    assert recency_interpolated(3.0) == fresh_first  # clamped

@@ -1,8 +1,10 @@
-"""/maintenance/*: store-wide operator actions (re-embed) and what the embedder has been doing."""
+"""/maintenance/*: store-wide operator actions (re-embed, decay) and what the embedder and the decay cycles did."""
 
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
@@ -15,9 +17,11 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import embed_timed
 from shared.embedding.factory import embedder_for
 from shared.embedding.local import ModelUnavailable
-from shared.errors import InvalidInput, ServiceUnavailable
-from shared.schemas import ReembedRequest
+from shared.errors import InvalidInput, NotFound, ServiceUnavailable
+from shared.lifecycle import format_line
+from shared.schemas import DecayRequest, ReembedRequest
 from shared.sectors import SECTORS
+from shared.storage import decay as decay_store
 from shared.storage import jobs as job_store
 from shared.storage.models import StoreModel, current_models
 from shared.tasks import TaskName
@@ -84,3 +88,86 @@ def embed_logs(
         items = job_store.recent_embed_logs(session, limit=limit, status=status_)
         totals = job_store.embed_log_totals(session, hours=24)
     return {"items": items, "last_24h": totals}
+
+
+def _run_public(run: dict[str, Any]) -> dict[str, Any]:
+    out = {k: (str(v) if isinstance(v, uuid.UUID) else v) for k, v in run.items() if k != "plan"}
+    out["segments_done"] = sum(1 for segment in run["plan"] if segment.get("finished"))
+    if run["status"] == "succeeded":
+        out["log"] = format_line(run)
+    return out
+
+
+@router.post("/decay", status_code=status.HTTP_202_ACCEPTED)
+def run_decay(
+    state: StateDep,
+    principal: PrincipalDep,
+    response: Response,
+    body: DecayRequest | None = None,
+    wait: Annotated[bool, Query(description="wait for the cycle to finish (up to `timeout` seconds)")] = False,
+    timeout: Annotated[float, Query(gt=0, le=600)] = 60.0,
+) -> dict[str, Any]:
+    """Run a decay cycle now on the maintenance queue: `{"ratio": 1.0}` decays every memory.
+
+    An operator's cycle does not wait for queries to go quiet or for the cooldown, but it never runs beside
+    another cycle (that one wins; this one is recorded as skipped). Follow it at GET /maintenance/decay/{id}.
+    """
+    principal.require_admin()
+    ratio = body.ratio if body and body.ratio is not None else state.settings.decay_ratio
+    with state.db.session() as session:
+        run_id = decay_store.create_run(session, trigger="operator", ratio=ratio)
+    state.celery.send_task(TaskName.DECAY_CYCLE, kwargs={"run_id": str(run_id), "ratio": ratio, "trigger": "operator"})
+    metrics.JOBS_ENQUEUED.labels(kind="decay").inc()
+    response.headers["Location"] = f"/maintenance/decay/{run_id}"
+    deadline = time.monotonic() + timeout
+    while True:
+        with state.db.session() as session:
+            run = decay_store.get_run(session, run_id)
+        assert run is not None
+        if not wait or run["status"] in ("succeeded", "skipped", "failed") or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    if run["status"] in ("succeeded", "skipped", "failed"):
+        response.status_code = status.HTTP_200_OK
+    return _run_public(run) | {"status_url": f"/maintenance/decay/{run_id}"}
+
+
+@router.get("/decay/{run_id}")
+def decay_run(run_id: uuid.UUID, state: StateDep, principal: PrincipalDep) -> dict[str, Any]:
+    """One decay cycle: status, counts so far (processed, changed, tiers, compressed, fingerprinted), timing."""
+    principal.require_admin()
+    with state.db.session() as session:
+        run = decay_store.get_run(session, run_id)
+    if run is None:
+        raise NotFound(f"decay run {run_id} not found")
+    return _run_public(run)
+
+
+@router.get("/stats")
+def lifecycle_stats(
+    state: StateDep,
+    principal: PrincipalDep,
+    runs: Annotated[int, Query(ge=0, le=100, description="how many recent decay runs to include")] = 10,
+) -> dict[str, Any]:
+    """Tier distribution, compression states, and the recent decay runs, store-wide."""
+    principal.require_admin()
+    with state.db.session() as session:
+        stats = decay_store.lifecycle_stats(session, None)
+        recent = decay_store.recent_runs(session, runs)
+    return {
+        "tiers": {tier: stats[tier] for tier in ("hot", "warm", "cold")},
+        "compression": {state_: stats[state_] for state_ in ("full", "compressed", "fingerprinted")},
+        "compressed_by_dim": stats["compressed_by_dim"],
+        "memories": stats["memories"],
+        "avg_salience": stats["avg_salience"],
+        "recent_runs": [_run_public(r) for r in recent],
+        "settings": {
+            "decay_interval_minutes": state.settings.decay_interval_minutes,
+            "decay_ratio": state.settings.decay_ratio,
+            "cold_threshold": state.settings.decay_cold_threshold,
+            "min_vector_dim": state.settings.min_vector_dim,
+            "max_vector_dim": state.settings.max_vector_dim,
+            "regeneration_enabled": state.settings.regeneration_enabled,
+            "reinforce_on_query": state.settings.decay_reinforce_on_query,
+        },
+    }

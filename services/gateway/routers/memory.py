@@ -12,7 +12,9 @@ from fastapi import APIRouter, BackgroundTasks, Query, Response, status
 
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep
+from shared import retrieval_stats
 from shared import sectors as sector_rules
+from shared.activity import query_finished, query_started
 from shared.errors import InvalidInput, NotFound
 from shared.memory_service import chunk_item
 from shared.schemas import (
@@ -60,17 +62,22 @@ def query_memories(
     k = body.k or settings.default_k
     if k > settings.max_k:
         raise InvalidInput(f"k={k} is above the maximum of {settings.max_k}")
-    with state.db.session() as session:
-        outcome = state.engine.query(
-            session,
-            user_id,
-            body.query,
-            k=k,
-            filters=body.filters,
-            options=body.retrieval,
-            token_budget=body.token_budget,
-            diversity=body.diversity,
-        )
+    active = query_started(state.redis, settings.active_query_ttl_seconds)  # the decay cycle waits for us
+    try:
+        with state.db.session() as session:
+            outcome = state.engine.query(
+                session,
+                user_id,
+                body.query,
+                k=k,
+                filters=body.filters,
+                options=body.retrieval,
+                token_budget=body.token_budget,
+                diversity=body.diversity,
+                recency_weight=body.recency_weight,
+            )
+    finally:
+        query_finished(state.redis, active)
     matches = [
         QueryMatch(
             id=c.id,
@@ -83,6 +90,7 @@ def query_memories(
             last_seen_at=row["last_seen_at"],
             tags=row["tags"],
             metadata=row["metadata"],
+            document_id=row.get("document_id"),
             trace=MatchTrace(
                 lexical_rank=c.lexical_rank,
                 lexical_score=c.lexical_score,
@@ -100,8 +108,19 @@ def query_memories(
     ]
     metrics.QUERIES.labels(outcome="hit" if matches else "empty").inc()
     metrics.QUERY_MATCHES.observe(len(matches))
-    if settings.decay_reinforce_on_query and outcome.reinforce_ids:
-        # Enqueued after the response is sent: reinforcement never adds to the query's latency.
+    result = retrieval_stats.outcome(len(matches), outcome.candidates)
+    metrics.TENANT_QUERIES.labels(
+        tenant=metrics.tenant_label(user_id, settings.metrics_max_tenants), outcome=result
+    ).inc()
+    background.add_task(retrieval_stats.record, state.redis, user_id, result)
+    reinforce = body.reinforce and settings.decay_reinforce_on_query and bool(outcome.reinforce_ids)
+    regenerate = (
+        body.reinforce
+        and settings.regeneration_enabled
+        and any(row["compression"] != "full" for _, row in outcome.matches)
+    )
+    if reinforce or regenerate:
+        # Enqueued after the response is sent: reinforcement and regeneration never add to the query's latency.
         background.add_task(
             _send,
             state,
@@ -111,6 +130,8 @@ def query_memories(
                 "user_id": user_id,
                 "memory_ids": [str(i) for i in outcome.reinforce_ids],
                 "traversed": [[str(a), str(b)] for a, b in outcome.traversed],
+                "reinforce": reinforce,
+                "regenerate": regenerate,
             },
         )
     return QueryResponse(
@@ -127,6 +148,7 @@ def query_memories(
         if outcome.packing
         else None,
         timings_ms=outcome.timings_ms if body.explain else None,
+        query_sectors=list(outcome.query_sectors) if body.explain else None,
     )
 
 

@@ -6,14 +6,17 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
+import redis
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy.orm import Session
 
 from services.gateway.deps import PrincipalDep, StateDep
-from shared import __version__, reembed
+from shared import __version__, reembed, retrieval_stats
 from shared import sectors as sector_rules
 from shared.errors import NotFound
 from shared.schemas import JobPublic
+from shared.storage import decay as decay_store
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.storage.models import StoreModel, current_models, of
@@ -70,11 +73,18 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
 
 @router.get("/sectors")
 def sectors(state: StateDep, principal: PrincipalDep, user_id: str | None = None) -> dict[str, Any]:
-    """The five sectors, their configuration, and per-sector memory count and mean salience for the tenant."""
+    """The five sectors, their configuration, and for the tenant: per-sector count and mean salience, the
+    fresh-tier backlog, injection and retrieval-blindness rates of its recent queries, and the memories by decay
+    tier and compression state."""
     tenant = principal.tenant(user_id)
     with state.db.session() as session:
         stats = {row["sector"]: row for row in store.sector_stats(session, tenant)}
         backlog = store.fresh_backlog(session, tenant)
+        lifecycle = decay_store.lifecycle_stats(session, tenant)
+    try:
+        retrieval = retrieval_stats.summary(state.redis, tenant, days=state.settings.retrieval_stats_days)
+    except redis.RedisError as exc:
+        retrieval = {"error": f"Redis unavailable: {exc}"}
     return {
         "sectors": list(sector_rules.SECTORS),
         "configs": {
@@ -91,6 +101,13 @@ def sectors(state: StateDep, principal: PrincipalDep, user_id: str | None = None
         ],
         # Vectors stored by batch jobs and searched exactly until the background merge indexes them.
         "index": {"fresh_vectors": backlog},
+        # Recall seed: injection rate (healthy 40-55 %) and retrieval blindness (investigate above 20 %).
+        "retrieval": retrieval,
+        # The tenant's memories by decay tier and compression state (GET /maintenance/stats: the whole store).
+        "lifecycle": {
+            "tiers": {tier: lifecycle[tier] for tier in ("hot", "warm", "cold")},
+            "compression": {state_: lifecycle[state_] for state_ in ("full", "compressed", "fingerprinted")},
+        },
     }
 
 
@@ -100,10 +117,18 @@ def get_job(job_id: uuid.UUID, state: StateDep, principal: PrincipalDep, user_id
     tenant = principal.tenant(user_id)
     with state.db.session() as session:
         # an operator sees every job (store-wide ones belong to no tenant)
-        job = job_store.get_job(session, job_id, None if principal.is_admin and not user_id else tenant)
-        if job is None:
-            raise NotFound(f"job {job_id} not found for user_id {tenant!r}")
-        totals = job_store.chunk_totals(session, job_id)
+        job = job_public(session, job_id, None if principal.is_admin and not user_id else tenant)
+    if job is None:
+        raise NotFound(f"job {job_id} not found for user_id {tenant!r}")
+    return job
+
+
+def job_public(session: Session, job_id: uuid.UUID, tenant: str | None) -> JobPublic | None:
+    """A job as the API shows it (its chunks' counters added to its result); None if not the tenant's."""
+    job = job_store.get_job(session, job_id, tenant)
+    if job is None:
+        return None
+    totals = job_store.chunk_totals(session, job_id)
     return JobPublic(
         id=job["id"],
         kind=job["kind"],

@@ -1,0 +1,27 @@
+"""Turn a file of a known format into elements, in a sandboxed child with time and memory limits."""
+
+from __future__ import annotations
+
+import os
+
+from shared.ingest.audio import transcribe
+from shared.ingest.elements import Extracted
+from shared.ingest.formats import Format, Kind
+from shared.ingest.parsers import parse_document
+from shared.ingest.sandbox import DOCUMENT_LIMITS, MEDIA_LIMITS, Limits, run_limited
+
+
+def extract(
+    path: str | os.PathLike[str], fmt: Format, *, limits: Limits | None = None, source_url: str | None = None
+) -> Extracted:
+    """Elements and metadata of the file at `path`, already sniffed as `fmt`.
+
+    Documents are parsed (pypdfium2 for PDF, trafilatura + unstructured for HTML, unstructured for the
+    rest); audio and video are transcribed. `limits` defaults to DOCUMENT_LIMITS or MEDIA_LIMITS by kind.
+    `source_url` is recorded for HTML fetched from the web. Raises ExtractionFailed when there is no text.
+    """
+    location = os.fspath(path)
+    label = f"{fmt.value} {fmt.kind.value}"
+    if fmt.kind is Kind.DOCUMENT:
+        return run_limited(label, limits or DOCUMENT_LIMITS, parse_document, location, fmt, source_url)
+    return run_limited(label, limits or MEDIA_LIMITS, transcribe, location, fmt)

@@ -1,0 +1,77 @@
+"""Speech to text with the bundled tiny.en model, on real (synthetic eSpeak NG) speech, offline."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from shared.errors import ExtractionFailed
+from shared.ingest import Format, extract, extract_document
+from shared.ingest.audio import is_speech, model_dir
+from tests.unit.ingest import samples
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower()))
+
+
+def test_the_model_ships_as_a_local_directory() -> None:
+    assert {"model.bin", "config.json", "tokenizer.json"} <= {p.name for p in model_dir().iterdir()}
+
+
+def test_speech_is_transcribed_into_timed_segments(speech_wav: Path) -> None:
+    extracted = extract_document(speech_wav, "audio/wav")
+    assert extracted.format is Format.WAV
+    # Word accuracy on eSpeak's robotic voice, not just "something came out": tiny.en gets ~15 of these 16
+    # words (it sometimes hears "brown fox" as "round-fark"); three quarters is the floor.
+    said, heard = words(samples.SPEECH), words(extracted.text)
+    assert len(said & heard) >= 0.75 * len(said), extracted.text
+    for segment in extracted.elements:
+        assert segment.kind == "Transcript"
+        assert 0 <= segment.metadata["start"] < segment.metadata["end"] <= extracted.metadata["duration_s"] + 0.5
+    assert extracted.metadata["model"].startswith("whisper-tiny.en")
+    assert extracted.metadata["has_video"] is False
+
+
+@pytest.mark.parametrize("container", ["mp3", "webm", "m4a"])
+def test_compressed_audio_is_decoded_through_pyav(speech_wav: Path, tmp_path: Path, container: str) -> None:
+    clip = samples.reencode(speech_wav, tmp_path / f"speech.{container}", container)
+    extracted = extract_document(clip)
+    assert extracted.format is Format(container)
+    assert {"lazy", "dog", "memory", "documents"} <= words(extracted.text)
+
+
+def test_video_is_transcribed_from_its_audio_track(speech_wav: Path, tmp_path: Path) -> None:
+    video = samples.reencode(speech_wav, tmp_path / "talk.mp4", "mp4")
+    extracted = extract_document(video, "video/mp4")
+    assert extracted.metadata["has_video"] is True
+    assert {"lazy", "dog", "memory", "documents"} <= words(extracted.text)
+
+
+def test_a_video_without_audio_is_a_clear_error(speech_wav: Path, tmp_path: Path) -> None:
+    silent = samples.reencode(speech_wav, tmp_path / "silent.mov", "mov", with_audio=False)
+    with pytest.raises(ExtractionFailed, match="this mov video has no audio track"):
+        extract_document(silent)
+
+
+def test_audio_without_speech_is_an_error_not_an_empty_transcript(tmp_path: Path) -> None:
+    with pytest.raises(ExtractionFailed, match=r"no speech recognised in 2\.0 s of wav audio"):
+        extract(samples.tone_wav(tmp_path / "tone.wav"), Format.WAV)
+
+
+def test_a_sampled_retry_over_a_silent_window_is_not_speech() -> None:
+    # Measured on the 2 s tone (one run in ~40): "beep beep beep beep", no_speech 0.79, T 0.8.
+    assert not is_speech(no_speech_prob=0.79, temperature=0.8)
+    # Greedy decodings are kept, even when the model leans towards silence; so is speech from a retry.
+    assert is_speech(no_speech_prob=0.79, temperature=0.0)
+    assert is_speech(no_speech_prob=0.40, temperature=0.0)  # a lone "Yes."
+    assert is_speech(no_speech_prob=0.07, temperature=0.4)
+
+
+def test_undecodable_audio_is_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.mp3"
+    broken.write_bytes(b"ID3\x03\x00\x00\x00\x00\x00\x00" + b"\x13\x37" * 500)
+    with pytest.raises(ExtractionFailed, match="mp3"):
+        extract_document(broken)
