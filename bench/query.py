@@ -8,8 +8,8 @@ is the floor any full pipeline stands on. Prints both and the ratio.
 
 Stores up to --bulk-from memories go through the engine's write path and the background merge, as
 the workers would. Larger ones are bulk-loaded: memories and vectors written by the same engine with
-the HNSW indexes dropped, one index build, BM25 statistics counted in chunks, and every memory linked
-to its best match by the same `link_to_best_match` the merge uses (two connections at once). The
+the HNSW indexes dropped, one index build, then the merge's own `MemoryEngine.settle` (BM25 statistics
+and each memory's best-match link) in chunks on two connections at once. The
 merge inserts into a live HNSW index at ~300-400 vectors/s here: 1M would take 45 min or more before
 the first query. One difference: linked after the build, a memory's best match may be a later memory,
 where the merge only sees earlier ones; each still gets at most one forward link.
@@ -34,7 +34,6 @@ from shared.db import Database, create_db_engine
 from shared.embedding.factory import create_embedder
 from shared.memory_service import MemoryEngine
 from shared.schemas import MemoryCreate
-from shared.storage import memories as store
 
 USER = "bench"
 
@@ -98,12 +97,7 @@ def load_bulk(database_url: str, texts: list[str], batch: int = 10_000, link_chu
     def settle(chunk: tuple[str, list[uuid.UUID]]) -> int:
         sector, ids = chunk
         with db.session() as session:
-            store.count_terms(session, ids, sign=1)
-        with db.session() as session:
-            embedder = engine.embedders[sector]
-            return store.link_to_best_match(
-                session, ids, sector, dim=embedder.dim, model=embedder.model, threshold=settings.waypoint_threshold
-            )
+            return engine.settle(session, {sector: ids})
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         links = sum(pool.map(settle, chunks))

@@ -211,10 +211,10 @@ class MemoryEngine:
             for memory, ref in zip(memories, refs, strict=True):
                 if ref.created:
                     by_sector[memory.primary_sector].append(ref.id)
-            self._settle(session, by_sector)
+            self.settle(session, by_sector)
         return refs
 
-    def _settle(self, session: Session, by_sector: dict[str, list[uuid.UUID]]) -> int:
+    def settle(self, session: Session, by_sector: dict[str, list[uuid.UUID]]) -> int:
         """Count the memories' terms for BM25 and link each to its best match; returns links made."""
         store.count_terms(session, [i for ids in by_sector.values() for i in ids], sign=1)
         return sum(
@@ -238,7 +238,7 @@ class MemoryEngine:
         moved, merged = store.merge_fresh_vectors(session, limit=limit)
         if analyze and merged:
             store.analyze_vectors(session, merged)
-        return moved, self._settle(session, merged)
+        return moved, self.settle(session, merged)
 
     def add(self, session: Session, user_id: str, item: MemoryCreate) -> tuple[dict[str, Any], bool]:
         """Store one memory now; returns (memory, deduplicated)."""
