@@ -99,11 +99,16 @@ def load_scifact(data: Path, run: str, limit_queries: int, limit_docs: int) -> C
     return corpus
 
 
-def ingest(client: httpx.Client, corpus: Corpus) -> tuple[dict[str, dict[str, set[str]]], float]:
-    """Store every document; returns, per tenant, memory id -> the doc ids with that content, and seconds."""
+def ingest(
+    client: httpx.Client, corpus: Corpus, *, reuse: bool = False
+) -> tuple[dict[str, dict[str, set[str]]], float]:
+    """Store every document; returns, per tenant, memory id -> the doc ids with that content, and seconds.
+    `reuse`: a tenant that already holds memories (an earlier run's, same `--run-id`) is asked as it is."""
     started = time.perf_counter()
     jobs = []
     for tenant, docs in corpus.docs.items():
+        if reuse and client.get("/memory/all", params={"user_id": tenant, "l": 1}).json()["total"]:
+            continue
         for start in range(0, len(docs), REQUEST_ITEMS):
             part = docs[start : start + REQUEST_ITEMS]
             items = [{"content": content, "metadata": {"doc_id": doc_id}} for doc_id, content in part]
@@ -241,13 +246,19 @@ def main() -> None:
     parser.add_argument("--limit-docs", type=int, default=0, help="SciFact: gold abstracts plus others up to N")
     parser.add_argument("--concurrency", type=int, default=2, help="worker processes of the private stack")
     parser.add_argument("--url", help="use this running gateway instead of a private stack")
+    parser.add_argument(
+        "--run-id",
+        help="with --url: prefix tenants with this id and ask an earlier run's store as it is (no reload)",
+    )
     parser.add_argument("--data", type=Path, default=DATA, help="evaluation data root (default ../shared/data)")
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = set(modes) - set(MODES)
     if unknown:
         parser.error(f"unknown mode(s) {', '.join(sorted(unknown))}; choose from {', '.join(MODES)}")
-    run = f"q{uuid.uuid4().hex[:6]}-" if args.url else ""
+    if args.run_id and not args.url:
+        parser.error("--run-id needs --url (a private stack starts empty)")
+    run = f"{args.run_id or 'q' + uuid.uuid4().hex[:6]}-" if args.url else ""
     corpora = []
     for name in [d.strip() for d in args.datasets.split(",") if d.strip()]:
         if name == "locomo":
@@ -262,7 +273,7 @@ def main() -> None:
         health = client.get("/health").json()["embedding"]
         print(f"provider {health['provider']} ({health['model']}, {health['dimensions']} dims) at {base}", flush=True)
         for corpus in corpora:
-            mapping, seconds = ingest(client, corpus)
+            mapping, seconds = ingest(client, corpus, reuse=bool(args.run_id))
             docs = sum(len(d) for d in corpus.docs.values())
             print(f"{corpus.name}: {docs:,} memories stored and settled in {seconds:.0f} s", flush=True)
             for mode in modes:

@@ -159,6 +159,8 @@ class Settings(BaseSettings):
     # BM25 over the tsvector with per-tenant document frequencies (k1, b: the usual Lucene defaults)
     bm25_k1: float = Field(default=1.2, ge=0.0)
     bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
+    # Count a term's frequency in a memory (BM25 proper); off: a matched term counts once (cheaper)
+    bm25_term_frequency: bool = True
     # A term in more than this share of a tenant's memories (and more than common_min_df of them) only
     # scores candidates, it does not select them (Elasticsearch's common-terms cutoff).
     lexical_common_ratio: float = Field(default=0.05, gt=0.0, le=1.0)

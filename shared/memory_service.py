@@ -28,7 +28,15 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_query_timed, embed_timed
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.packing import Packing, pack
-from shared.retrieval import Candidate, fuse, mmr_order, resolve_conflicts, score_candidate, spread_activation
+from shared.retrieval import (
+    Candidate,
+    fuse,
+    mmr_order,
+    relevance,
+    resolve_conflicts,
+    score_candidate,
+    spread_activation,
+)
 from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
 from shared.scoring import ScoreWeights, recency_interpolated
 from shared.storage import jobs as job_store
@@ -103,6 +111,7 @@ class MemoryEngine:
             b=settings.bm25_b,
             common_ratio=settings.lexical_common_ratio,
             common_min_df=settings.lexical_common_min_df,
+            term_frequency=settings.bm25_term_frequency,
         )
 
     def validate_item(self, item: MemoryCreate, where: str = "content") -> None:
@@ -401,21 +410,27 @@ class MemoryEngine:
             ladder=self.ladder,
         )
         watch.lap("fetch")
-        if options.waypoints:
+        max_lexical = max((score for _, score in lexical), default=0.0)
+
+        def cosine_of(memory_id: uuid.UUID, candidate: Candidate) -> float:
+            if candidate.dense_similarity is not None:
+                return candidate.dense_similarity
+            return float(rows[memory_id]["cosine"] or 0.0) if memory_id in rows else 0.0
+
+        if options.waypoints:  # each seed spreads its own relevance to the query
+            energy = {
+                i: relevance(c, cosine=cosine_of(i, c), max_lexical=max_lexical, fusion_alpha=s.fusion_alpha)
+                for i, c in seeds.items()
+            }
             activated = spread_activation(
-                seeds, links, max_hops=s.activation_max_hops, decay_per_hop=s.waypoint_hop_decay
+                seeds, links, max_hops=s.activation_max_hops, decay_per_hop=s.waypoint_hop_decay, energy=energy
             )
             candidates = seeds | activated
         else:
             candidates = dict(seeds)
         if where.active:  # linked memories must pass the same filters as direct hits
             candidates = {i: c for i, c in candidates.items() if i in rows and _passes(rows[i], where)}
-        cosines = {
-            i: c.dense_similarity if c.dense_similarity is not None else (rows[i]["cosine"] or 0.0)
-            for i, c in candidates.items()
-            if i in rows
-        }
-        max_lexical = max((score for _, score in lexical), default=0.0)
+        cosines = {i: cosine_of(i, c) for i, c in candidates.items() if i in rows}
         recency_weight = recency_weight if recency_weight is not None else s.recency_weight
         weights = ScoreWeights(*s.score_weights) if recency_weight is None else recency_interpolated(recency_weight)
         scored = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -39,6 +39,7 @@ class Candidate:
     via: uuid.UUID | None = None
     trail: tuple[uuid.UUID, ...] = ()  # from the seed to `via`, for memories reached through waypoints
     waypoint_weight: float = 0.0
+    activation: float = 0.0  # the relevance spread to it from its seed (memories reached through waypoints)
     similarity: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
@@ -80,10 +81,12 @@ def spread_activation(
     *,
     max_hops: int,
     decay_per_hop: float,
+    energy: Mapping[uuid.UUID, float] | None = None,
 ) -> dict[uuid.UUID, Candidate]:
     """OpenMem's spreading activation over waypoints: from every seed, both directions, up to `max_hops`;
-    a memory reached by several paths keeps the strongest activation (product of the link weights times
-    decay_per_hop per hop: max wins). Returns the memories reached that are not seeds themselves.
+    a memory reached by several paths keeps the strongest activation: the seed's energy (its relevance to
+    the query, 1.0 when not given) times the product of the link weights times decay_per_hop per hop (max
+    wins). Returns the memories reached that are not seeds themselves, each with that `activation`.
 
     A seed linked to another seed records the strongest direct link weight (it earns the waypoint term).
     """
@@ -91,11 +94,15 @@ def spread_activation(
     for src, dst, weight in links:
         adjacency.setdefault(src, []).append((dst, weight))
         adjacency.setdefault(dst, []).append((src, weight))
+    start = energy or {}
     reached: dict[uuid.UUID, tuple[float, Candidate]] = {}
-    frontier: list[tuple[uuid.UUID, float, tuple[uuid.UUID, ...]]] = [(i, 1.0, ()) for i in seeds]
+    # (memory, product of the link weights walked, the seed's energy, the path so far)
+    frontier: list[tuple[uuid.UUID, float, float, tuple[uuid.UUID, ...]]] = [
+        (i, 1.0, start.get(i, 1.0), ()) for i in seeds
+    ]
     for hop in range(1, max_hops + 1):
         next_frontier = []
-        for node, strength, trail in frontier:
+        for node, strength, seed_energy, trail in frontier:
             walked = (*trail, node)
             for other, weight in adjacency.get(node, ()):
                 if other in walked:
@@ -105,14 +112,16 @@ def spread_activation(
                         seeds[other].waypoint_weight = max(seeds[other].waypoint_weight, weight)
                     continue
                 product = strength * weight
-                activation = product * decay_per_hop**hop
+                activation = seed_energy * product * decay_per_hop**hop
                 current = reached.get(other)
                 if current is None or activation > current[0]:
                     reached[other] = (
                         activation,
-                        Candidate(other, hops=hop, via=node, trail=walked, waypoint_weight=product),
+                        Candidate(
+                            other, hops=hop, via=node, trail=walked, waypoint_weight=product, activation=activation
+                        ),
                     )
-                next_frontier.append((other, product, walked))
+                next_frontier.append((other, product, seed_energy, walked))
         frontier = next_frontier
     return {memory_id: candidate for memory_id, (_, candidate) in reached.items()}
 
@@ -122,6 +131,11 @@ def lexical_strength(candidate: Candidate, max_lexical: float) -> float:
     if candidate.lexical_score is None or max_lexical <= 0:
         return 0.0
     return candidate.lexical_score / max_lexical
+
+
+def relevance(candidate: Candidate, *, cosine: float, max_lexical: float, fusion_alpha: float) -> float:
+    """membox's fused relevance of a memory to the query: alpha * cosine + (1 - alpha) * lexical strength."""
+    return fusion_alpha * max(cosine, 0.0) + (1 - fusion_alpha) * lexical_strength(candidate, max_lexical)
 
 
 def score_candidate(
@@ -143,14 +157,17 @@ def score_candidate(
     """OpenMemory's composite (0.6 sim + 0.2 salience + 0.1 recency + 0.1 waypoint).
 
     `sim` is membox's fused relevance: decay^hops * (alpha * cosine + (1 - alpha) * lexical), so a memory
-    found only by its words still has a similarity, and a linked memory is discounted per hop. The sum is
-    multiplied by OpenMem's status penalty (superseded 0.5, contradicted 0.3) and confidence factor.
+    found only by its words still has a similarity, and a linked memory is discounted per hop; a memory
+    reached through waypoints keeps the larger of that and the activation its seed spread to it (so the
+    reply after a matching question ranks by the question's match). The sum is multiplied by OpenMem's
+    status penalty (superseded 0.5, contradicted 0.3) and confidence factor.
     """
     lexical = lexical_strength(candidate, max_lexical)
-    relevance = (hop_decay**candidate.hops) * (fusion_alpha * max(cosine, 0.0) + (1 - fusion_alpha) * lexical)
+    own = relevance(candidate, cosine=cosine, max_lexical=max_lexical, fusion_alpha=fusion_alpha)
+    fused = max((hop_decay**candidate.hops) * own, candidate.activation)
     days = max((now - last_seen_at).total_seconds(), 0.0) / 86400.0
     components = ScoreComponents(
-        similarity=relevance,
+        similarity=fused,
         salience=salience,
         recency=recency_score(days, recency_decay_per_day),
         waypoint=candidate.waypoint_weight,
@@ -164,6 +181,8 @@ def score_candidate(
         "recency": round(components.recency, 6),
         "waypoint": round(components.waypoint, 6),
     }
+    if candidate.hops:
+        candidate.components["activation"] = round(candidate.activation, 6)
     penalty = STATUS_PENALTY.get(status, 1.0)
     trust = confidence_factor(confidence, confidence_weight)
     if penalty != 1.0:

@@ -572,6 +572,7 @@ class LexicalParams:
     b: float
     common_ratio: float
     common_min_df: int
+    term_frequency: bool = True
 
 
 def _tsquery_literal(lexeme: str) -> str:
@@ -584,7 +585,8 @@ def lexical_candidates(
     """Full-text candidates scored like BM25 with the tenant's document frequencies, best first.
 
     Lucene's IDF, ln(1 + (N - df + 0.5) / (df + 0.5)), stays positive on tiny stores (no small-corpus
-    collapse); a term counts once per memory (memories are short), normalised by the memory's length.
+    collapse); a term's frequency in the memory saturates by k1, normalised by the memory's length (its
+    distinct lexemes against the tenant's average).
     Only rare terms select candidates (Elasticsearch's common-terms cutoff), so a query with a word in
     half the store does not rank half the store; every query term still adds to the score.
     """
@@ -615,17 +617,25 @@ def lexical_candidates(
     )
 
     clause, filter_params = where.sql("m")
-    term_sql = " + ".join(
-        f"CASE WHEN m.search @@ CAST(:t{i} AS tsquery) THEN :idf{i} ELSE 0 END" for i in range(len(lexemes))
-    )
-    bind: dict[str, Any] = {f"t{i}": _tsquery_literal(t) for i, t in enumerate(lexemes)}
-    bind |= {f"idf{i}": idf[t] for i, t in enumerate(lexemes)}
+    norm = "(:k1 * (1 - :b + :b * length(m.search) / CAST(:avg_length AS double precision)))"
+    if params.term_frequency:
+        # tf = the lexeme's positions in the memory (content, summary and tags), saturated by k1
+        score_sql = f"""(SELECT COALESCE(sum(q.idf * t.tf * (:k1 + 1) / (t.tf + {norm})), 0)
+                 FROM (SELECT u.lexeme, COALESCE(cardinality(u.positions), 1) AS tf FROM unnest(m.search) u) t
+                 JOIN unnest(CAST(:lexemes AS text[]), CAST(:idfs AS double precision[])) AS q(lexeme, idf)
+                 ON q.lexeme = t.lexeme)"""
+        bind: dict[str, Any] = {"lexemes": lexemes, "idfs": [idf[t] for t in lexemes]}
+    else:  # a matched term counts once (cheaper; the same for memories that say each word once)
+        terms = " + ".join(
+            f"CASE WHEN m.search @@ CAST(:t{i} AS tsquery) THEN :idf{i} ELSE 0 END" for i in range(len(lexemes))
+        )
+        score_sql = f"({terms}) * (:k1 + 1) / (1 + {norm})"
+        bind = {f"t{i}": _tsquery_literal(t) for i, t in enumerate(lexemes)}
+        bind |= {f"idf{i}": idf[t] for i, t in enumerate(lexemes)}
     rows = session.execute(
         text(
             f"""
-            SELECT m.id,
-                   ({term_sql}) * (:k1 + 1)
-                   / (1 + :k1 * (1 - :b + :b * length(m.search) / CAST(:avg_length AS double precision))) AS score
+            SELECT m.id, {score_sql} AS score
             FROM memories m
             WHERE m.user_id = :user_id AND m.search @@ CAST(:selector AS tsquery){clause}
             ORDER BY score DESC, m.id
