@@ -12,7 +12,8 @@ Loads ../shared/data into a private stack (embedded servers, or DATABASE_URL / R
     full      hybrid + waypoint expansion + the composite score (the default read path)
 
 LoCoMo: each conversation its own tenant, every turn one memory ("Speaker: text", a shared photo's
-caption appended), turn-level Recall@5 / Recall@10 per question, overall and per category. SciFact:
+caption appended, the session's time in its metadata), each session one batch with `sequence: true` (a
+turn is linked to the next, as an agent storing a conversation would say), turn-level Recall@5 / Recall@10 per question, overall and per category. SciFact:
 one tenant of "title. abstract" memories, nDCG@10 and Recall@10. Questions are split by a hash of
 their id into a tuning part (80 %) and a held-out part (20 %), reported separately; tune only on the first.
 `--url` runs against a gateway that is already up (tenants are prefixed with a run id).
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import itertools
 import math
 import os
 import time
@@ -68,15 +70,23 @@ class Corpus:
     name: str
     docs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # tenant -> [(doc id, content)]
     questions: list[Question] = field(default_factory=list)
+    # doc id -> the sequence it belongs to, in `docs` order (a conversation's session): stored as one batch
+    # with `sequence: true`, so each turn is linked to the next
+    sequence: dict[str, str] = field(default_factory=dict)
+    when: dict[str, str] = field(default_factory=dict)  # doc id -> when it happened (ISO), if known
 
 
 def load_locomo(data: Path, run: str, limit_queries: int) -> Corpus:
     corpus = Corpus("locomo")
-    for turn in read_jsonl(data / "locomo-dev" / "documents.jsonl"):
+    turns = read_jsonl(data / "locomo-dev" / "documents.jsonl")
+    turns.sort(key=lambda t: (t["conversation_id"], t["session"], t["turn"]))
+    for turn in turns:
         content = f"{turn['speaker']}: {turn['text']}"
         if turn.get("blip_caption"):
             content += f" [shares a photo: {turn['blip_caption']}]"
         corpus.docs.setdefault(f"{run}locomo-{turn['conversation_id']}", []).append((turn["id"], content))
+        corpus.sequence[turn["id"]] = f"session {turn['session']}"
+        corpus.when[turn["id"]] = turn["timestamp"]
     questions = [q for q in read_jsonl(data / "locomo-dev" / "queries.jsonl") if q["gold_ids"]]
     for q in questions[: limit_queries or None]:
         category = LOCOMO_CATEGORIES.get(q["category"], str(q["category"]))
@@ -109,13 +119,23 @@ def ingest(
     for tenant, docs in corpus.docs.items():
         if reuse and client.get("/memory/all", params={"user_id": tenant, "l": 1}).json()["total"]:
             continue
-        for start in range(0, len(docs), REQUEST_ITEMS):
-            part = docs[start : start + REQUEST_ITEMS]
-            items = [{"content": content, "metadata": {"doc_id": doc_id}} for doc_id, content in part]
-            key = f"{corpus.name}-{start}-{len(part)}"
-            response = client.post("/memory/batch", json={"items": items, "user_id": tenant, "idempotency_key": key})
-            response.raise_for_status()
-            jobs.append((tenant, response.json()["job_id"]))
+        for label, run in itertools.groupby(docs, key=lambda doc: corpus.sequence.get(doc[0])):
+            part = list(run)
+            for start in range(0, len(part), REQUEST_ITEMS):
+                batch = part[start : start + REQUEST_ITEMS]
+                items = [
+                    {"content": content, "metadata": {"doc_id": doc_id} | _when(corpus, doc_id)}
+                    for doc_id, content in batch
+                ]
+                body = {
+                    "items": items,
+                    "user_id": tenant,
+                    "idempotency_key": f"{corpus.name}-{batch[0][0]}-{len(batch)}",
+                    "sequence": label is not None,
+                }
+                response = client.post("/memory/batch", json=body)
+                response.raise_for_status()
+                jobs.append((tenant, response.json()["job_id"]))
     for tenant, job_id in jobs:
         while (job := client.get(f"/jobs/{job_id}", params={"user_id": tenant}).json())["status"] not in (
             "succeeded",
@@ -147,6 +167,10 @@ def ingest(
                 break
         doc_ids[tenant] = mapping
     return doc_ids, seconds
+
+
+def _when(corpus: Corpus, doc_id: str) -> dict[str, str]:
+    return {"timestamp": corpus.when[doc_id]} if doc_id in corpus.when else {}
 
 
 def ask(client: httpx.Client, question: Question, mode: str, k: int = 10) -> tuple[list[str], float]:

@@ -48,6 +48,7 @@ from shared.text import hash_normalized, normalize_content
 ChunkClassification = tuple[tuple[str, ...], float]  # sectors (primary first), confidence
 log = logging.getLogger("mnemoflow.memory")
 CLASSIFICATION_KEY = "_classified"  # a batch chunk item's classification, found by the gateway when routing it
+SEQUENCE_KEY = "_position"  # a `sequence` batch item's place in the request (sector chunks lose the order)
 
 
 def chunk_item(item: MemoryCreate, classification: sector_rules.Classification) -> dict[str, Any]:
@@ -311,9 +312,10 @@ class MemoryEngine:
             return None
         job = job_store.get_job(session, job_id)
         assert job is not None
-        items, classified, placements = [], [], []
+        items, classified, placements, positions = [], [], [], []
         for raw in chunk["items"]:
             known = raw.pop(CLASSIFICATION_KEY, None)
+            positions.append(raw.pop(SEQUENCE_KEY, None))
             placements.append(documents.placement(raw))
             items.append(MemoryCreate.model_validate(raw))
             classified.append((tuple(known["sectors"]), float(known["confidence"])) if known else None)
@@ -328,7 +330,10 @@ class MemoryEngine:
             job_store.log_embedding(session, call, purpose=job["kind"], job_id=job_id)
         refs = self.store(session, prepared, settle=False)
         created = sum(1 for r in refs if r.created)
-        result = {"created": created, "duplicates": len(items) - created}
+        result: dict[str, Any] = {"created": created, "duplicates": len(items) - created}
+        sequence = bool(job["params"].get("sequence"))
+        if sequence:  # where each item went, for the links made when the last chunk is done
+            result["sequence"] = [[pos, str(ref.id)] for pos, ref in zip(positions, refs, strict=True)]
         ingest = job["kind"] == documents.INGEST_JOB_KIND
         if ingest:  # a document's stage times (summed over its chunks by chunk_totals)
             result["embed_ms"] = round((embedded - started) * 1000)
@@ -337,6 +342,9 @@ class MemoryEngine:
         # complete_chunk holds the job row lock, so this count sees every chunk committed before ours.
         if ingest and job_store.open_chunk_count(session, job_id) == 0:
             status = documents.finish_document(session, job_id)
+        elif sequence and job_store.open_chunk_count(session, job_id) == 0:
+            links = store.link_in_order(session, job["user_id"], job_store.sequence_of(session, job_id))
+            job_store.merge_result(session, job_id, {"next_links": links})
         return status
 
     def query(

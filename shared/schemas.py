@@ -322,6 +322,11 @@ class BatchRequest(BaseModel):
     items: list[MemoryCreate] = Field(min_length=1)
     user_id: UserId | None = None
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    sequence: bool = Field(
+        default=False,
+        description="the items are one sequence in order (a conversation's turns, a session's notes): each is "
+        "linked to the next by a `next` waypoint, so a query that finds one can surface its neighbours",
+    )
 
 
 class JobPublic(BaseModel):

@@ -416,3 +416,20 @@ def merge_result(session: Session, job_id: uuid.UUID, patch: dict[str, Any], *, 
         ),
         {"id": job_id, "patch": json.dumps(patch), "error": error[:4000] if error else None},
     )
+
+
+def sequence_of(session: Session, job_id: uuid.UUID) -> list[uuid.UUID]:
+    """The memories a `sequence` batch's items became, in the items' order (each chunk's result lists its
+    items' positions and memories)."""
+    rows = session.execute(
+        text(
+            """
+            SELECT CAST(e->>1 AS uuid) AS memory_id
+            FROM job_chunks c, jsonb_array_elements(c.result->'sequence') AS e
+            WHERE c.job_id = :id
+            ORDER BY CAST(e->>0 AS integer)
+            """
+        ),
+        {"id": job_id},
+    ).all()
+    return [r.memory_id for r in rows]

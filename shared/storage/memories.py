@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import uuid
@@ -316,6 +317,28 @@ def update_memory_fields(
             "status": status,
         },
     )
+
+
+def link_in_order(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> int:
+    """A `next` waypoint (weight 1.0) from each memory to the one after it, skipping a memory repeated in a
+    row and any that is gone or not the tenant's (idempotent); the links made."""
+    pairs = [(a, b) for a, b in itertools.pairwise(memory_ids) if a != b]
+    if not pairs:
+        return 0
+    result = session.execute(
+        text(
+            """
+            INSERT INTO waypoints (src_id, dst_id, user_id, kind, weight)
+            SELECT p.src, p.dst, :user_id, 'next', 1.0
+            FROM unnest(CAST(:src AS uuid[]), CAST(:dst AS uuid[])) AS p(src, dst)
+            JOIN memories a ON a.id = p.src AND a.user_id = :user_id
+            JOIN memories b ON b.id = p.dst AND b.user_id = :user_id
+            ON CONFLICT (src_id, dst_id, kind) DO NOTHING
+            """
+        ),
+        {"user_id": user_id, "src": [str(a) for a, _ in pairs], "dst": [str(b) for _, b in pairs]},
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 def create_link(session: Session, user_id: str, src: uuid.UUID, dst: uuid.UUID, *, kind: str, weight: float) -> bool:

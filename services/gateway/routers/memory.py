@@ -16,7 +16,7 @@ from shared import retrieval_stats
 from shared import sectors as sector_rules
 from shared.activity import query_finished, query_started
 from shared.errors import InvalidInput, NotFound
-from shared.memory_service import chunk_item
+from shared.memory_service import SEQUENCE_KEY, chunk_item
 from shared.schemas import (
     BatchRequest,
     LinkCreate,
@@ -167,7 +167,10 @@ def add_batch(body: BatchRequest, state: StateDep, principal: PrincipalDep, resp
         if item.user_id is not None:
             principal.tenant(item.user_id, user_id)  # an item may not write into another tenant
         classification = sector_rules.classify(normalize_content(item.content))
-        by_sector[classification.primary].append(chunk_item(item, classification))
+        raw = chunk_item(item, classification)
+        if body.sequence:
+            raw[SEQUENCE_KEY] = i
+        by_sector[classification.primary].append(raw)
     chunks: list[job_store.ChunkSpec] = []
     for sector in sorted(by_sector):
         items = by_sector[sector]
@@ -179,7 +182,7 @@ def add_batch(body: BatchRequest, state: StateDep, principal: PrincipalDep, resp
             user_id=user_id,
             kind="batch",
             total=len(body.items),
-            params={"items": len(body.items), "chunks": len(chunks)},
+            params={"items": len(body.items), "chunks": len(chunks), "sequence": body.sequence},
             idempotency_key=body.idempotency_key,
         )
         if created:
