@@ -216,6 +216,33 @@ def test_batch_goes_through_the_sector_queues_and_lands_once(http, tenant, worke
     assert any(m["content"] == "Shipment 57 left the Rotterdam warehouse" for m in found["matches"])
 
 
+def test_a_sequence_batch_lets_a_query_reach_the_reply_to_what_it_matches(http, tenant, worker):
+    turns = [
+        "Maya: which ferry do you take to the island on Sundays?",
+        "Theo: the early one, it leaves at seven",  # shares no word with the question below
+        "Maya: good to know, thanks",
+    ]
+    items = [{"content": t} for t in turns]
+    accepted = http.post("/memory/batch", json={"items": items, "user_id": tenant, "sequence": True})
+    assert accepted.status_code == 202, accepted.text
+    job = wait_for_job(http, accepted.json()["job_id"], tenant)
+    assert job["status"] == "succeeded" and job["result"]["next_links"] == 2, job
+    found = http.post(
+        "/memory/query",
+        json={
+            "query": "ferry to the island on Sundays",
+            "user_id": tenant,
+            "explain": True,
+            "k": 3,
+            "retrieval": {"dense": False},  # only words find seeds: the reply can only come through its link
+        },
+    ).json()
+    by_content = {m["content"]: m for m in found["matches"]}
+    reply = by_content[turns[1]]
+    assert reply["trace"]["hops"] == 1 and reply["path"][0] == by_content[turns[0]]["id"]
+    assert reply["trace"]["components"]["activation"] > 0
+
+
 def test_sectors_report_counts_for_the_tenant(http, tenant):
     http.post("/memory/add", json={"content": "I feel grateful for the team today", "user_id": tenant})
     body = http.get("/sectors", params={"user_id": tenant}).json()

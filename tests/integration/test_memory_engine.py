@@ -466,6 +466,56 @@ def test_a_rare_word_outranks_a_common_one(db, engine, tenant):
     assert hits[0][1] > hits[1][1] > 0
 
 
+def test_a_term_said_more_often_scores_higher_when_lengths_are_equal(db, engine, tenant, settings):
+    for word in ("north", "south", "east", "west", "crane", "dock", "pier", "quay"):
+        add(db, engine, tenant, f"Harbour {word} passed")  # three lexemes each, like the two below: avg length 3
+    twice, _ = add(db, engine, tenant, "volcano ash, pumice volcano")  # lexemes volcano (x2), ash, pumic
+    once, _ = add(db, engine, tenant, "volcano ash under lava")  # volcano, ash, lava: the same length
+    binary = MemoryEngine(settings.model_copy(update={"bm25_term_frequency": False}), engine.embedder)
+    with db.session() as s:
+        hits = dict(
+            store.lexical_candidates(s, tenant, "volcano", limit=5, where=store.MemoryFilter(), params=engine.lexical)
+        )
+        flat = dict(
+            store.lexical_candidates(s, tenant, "volcano", limit=5, where=store.MemoryFilter(), params=binary.lexical)
+        )
+    assert hits[twice["id"]] > hits[once["id"]] > 0
+    k1 = settings.bm25_k1  # tf 2 against tf 1 at the same length: (2 (k1+1)/(2+k1)) / ((k1+1)/(1+k1))
+    assert hits[twice["id"]] / hits[once["id"]] == pytest.approx(2 * (1 + k1) / (2 + k1), rel=1e-6)
+    assert flat[twice["id"]] == pytest.approx(flat[once["id"]])  # switched off: a match counts once
+
+
+def test_a_sequence_batch_links_its_items_in_order_across_sector_chunks_once(db, engine, tenant):
+    from shared.memory_service import SEQUENCE_KEY
+
+    turns = ["Ana: shall we book the Lisbon flat?", "Ben: I feel so happy about it!", "Ana: booked, 3 nights"]
+    chunks = [  # the gateway routes items by sector: order survives only in each item's position
+        job_store.ChunkSpec(
+            0, "episodic", [{"content": turns[0], SEQUENCE_KEY: 0}, {"content": turns[2], SEQUENCE_KEY: 2}]
+        ),
+        job_store.ChunkSpec(1, "emotional", [{"content": turns[1], SEQUENCE_KEY: 1}]),
+    ]
+    with db.session() as s:
+        job_id, _ = job_store.create_job(
+            s, user_id=tenant, kind="batch", total=3, params={"sequence": True}, idempotency_key=None
+        )
+        job_store.add_chunks(s, job_id, chunks)
+    for seq in (1, 0, 1, 0):  # out of order, each delivered twice
+        with db.session() as s:
+            engine.store_chunk(s, job_id, seq)
+    with db.session() as s:
+        links = s.execute(
+            text(
+                "SELECT a.content AS src, b.content AS dst FROM waypoints w JOIN memories a ON a.id = w.src_id "
+                "JOIN memories b ON b.id = w.dst_id WHERE w.user_id = :u AND w.kind = 'next' ORDER BY a.content"
+            ),
+            {"u": tenant},
+        ).all()
+        job = job_store.get_job(s, job_id)
+    assert sorted((r.src, r.dst) for r in links) == sorted([(turns[0], turns[1]), (turns[1], turns[2])])
+    assert job is not None and job["status"] == "succeeded" and job["result"]["next_links"] == 2
+
+
 def test_common_terms_select_nothing_alone_but_still_score(db, engine, tenant, settings):
     strict = MemoryEngine(
         settings.model_copy(update={"lexical_common_ratio": 0.2, "lexical_common_min_df": 0}), engine.embedder

@@ -121,6 +121,28 @@ def test_a_strong_two_hop_path_can_beat_a_weak_direct_link():
     assert reached[C].hops == 2  # 1.0 * 1.0 * 0.25 > 0.1 * 0.5: max wins
 
 
+def test_each_seed_spreads_its_own_relevance_and_the_strongest_arrival_wins():
+    seeds = {A: Candidate(A), B: Candidate(B)}
+    links = [(A, C, 1.0), (B, C, 1.0), (B, D, 0.5)]
+    reached = spread_activation(seeds, links, max_hops=1, decay_per_hop=0.5, energy={A: 0.3, B: 0.8})
+    assert reached[C].via == B and reached[C].activation == pytest.approx(0.8 * 1.0 * 0.5)
+    assert reached[D].activation == pytest.approx(0.8 * 0.5 * 0.5)
+    assert reached[C].waypoint_weight == pytest.approx(1.0)  # the links walked, not the energy
+    # without energies every seed counts as fully relevant
+    plain = spread_activation(seeds, links, max_hops=1, decay_per_hop=0.5)
+    assert plain[C].activation == pytest.approx(0.5)
+
+
+def test_a_linked_memory_scores_by_the_larger_of_its_own_match_and_its_activation():
+    reply = Candidate(B, hops=1, via=A, waypoint_weight=1.0, activation=0.4)  # says nothing the query says
+    score(reply, cosine=0.1, max_lexical=2.0)
+    assert reply.components["similarity"] == pytest.approx(0.4)
+    assert reply.components["activation"] == pytest.approx(0.4)
+    echo = Candidate(C, hops=1, via=A, waypoint_weight=1.0, activation=0.05)  # matches well on its own
+    score(echo, cosine=0.9, max_lexical=2.0)
+    assert echo.components["similarity"] == pytest.approx(0.5 * (0.5 * 0.9))
+
+
 def test_a_query_outcome_is_injected_blind_or_without_memories() -> None:
     from shared.retrieval_stats import outcome
 
