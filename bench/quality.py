@@ -13,9 +13,10 @@ Loads ../shared/data into a private stack (embedded servers, or DATABASE_URL / R
 
 LoCoMo: each conversation its own tenant, every turn one memory ("Speaker: text", a shared photo's
 caption appended, the session's time in its metadata), each session one batch with `sequence: true` (a
-turn is linked to the next, as an agent storing a conversation would say), turn-level Recall@5 / Recall@10 per question, overall and per category. SciFact:
-one tenant of "title. abstract" memories, nDCG@10 and Recall@10. Questions are split by a hash of
-their id into a tuning part (80 %) and a held-out part (20 %), reported separately; tune only on the first.
+turn is linked to the next, as an agent storing a conversation would say), turn-level Recall@5 /
+Recall@10 per question, overall and per category. SciFact: one tenant of "title. abstract" memories,
+nDCG@10 and Recall@10. Questions are split by a hash of their id into a tuning part (80 %) and a
+held-out part (20 %), reported separately; tune only on the first.
 `--url` runs against a gateway that is already up (tenants are prefixed with a run id).
 """
 

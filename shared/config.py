@@ -156,9 +156,10 @@ class Settings(BaseSettings):
     # Spreading activation over waypoints (OpenMem: both directions, max_hops 2, decay 0.5 per hop, max wins)
     activation_max_hops: int = Field(default=2, ge=1, le=2)
     text_search_config: str = "english"
-    # BM25 over the tsvector with per-tenant document frequencies (k1, b: the usual Lucene defaults)
-    bm25_k1: float = Field(default=1.2, ge=0.0)
-    bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
+    # BM25 over the tsvector with per-tenant document frequencies (k1, b: Anserini/Pyserini's defaults, the
+    # BM25 of the SciFact reference points; Lucene's own are 1.2 / 0.75)
+    bm25_k1: float = Field(default=0.9, ge=0.0)
+    bm25_b: float = Field(default=0.4, ge=0.0, le=1.0)
     # Count a term's frequency in a memory (BM25 proper); off: a matched term counts once (cheaper)
     bm25_term_frequency: bool = True
     # A term in more than this share of a tenant's memories (and more than common_min_df of them) only

@@ -88,7 +88,8 @@ def spread_activation(
     the query, 1.0 when not given) times the product of the link weights times decay_per_hop per hop (max
     wins). Returns the memories reached that are not seeds themselves, each with that `activation`.
 
-    A seed linked to another seed records the strongest direct link weight (it earns the waypoint term).
+    A seed linked to another seed records the strongest direct link weight times that seed's energy (it
+    earns the waypoint term for being linked to something else the query matches).
     """
     adjacency: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
     for src, dst, weight in links:
@@ -109,7 +110,7 @@ def spread_activation(
                     continue
                 if other in seeds:
                     if hop == 1:
-                        seeds[other].waypoint_weight = max(seeds[other].waypoint_weight, weight)
+                        seeds[other].waypoint_weight = max(seeds[other].waypoint_weight, weight * seed_energy)
                     continue
                 product = strength * weight
                 activation = seed_energy * product * decay_per_hop**hop

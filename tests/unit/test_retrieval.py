@@ -131,6 +131,12 @@ def test_each_seed_spreads_its_own_relevance_and_the_strongest_arrival_wins():
     # without energies every seed counts as fully relevant
     plain = spread_activation(seeds, links, max_hops=1, decay_per_hop=0.5)
     assert plain[C].activation == pytest.approx(0.5)
+    # a seed linked to a seed earns the link weight times the other seed's relevance
+    linked = {A: Candidate(A), B: Candidate(B)}
+    spread_activation(linked, [(A, B, 0.9)], max_hops=1, decay_per_hop=0.5, energy={A: 0.5, B: 0.2})
+    assert linked[B].waypoint_weight == pytest.approx(0.9 * 0.5) and linked[A].waypoint_weight == pytest.approx(
+        0.9 * 0.2
+    )
 
 
 def test_a_linked_memory_scores_by_the_larger_of_its_own_match_and_its_activation():
