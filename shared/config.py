@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     embed_log_retention_days: float = Field(default=30.0, gt=0)
     reembed_chunk_size: int = Field(default=500, ge=1, le=10_000)
     query_embedding_cache_ttl_seconds: int = Field(default=86_400, ge=0, description="0 turns the cache off")
+    hot_row_cache_ttl_seconds: int = Field(
+        default=3600, ge=0, description="hot-tier memory payloads kept in Redis for queries; 0 turns it off"
+    )
     # The model's own dimension when unset; required for HTTP providers (their servers decide it).
     vector_dim: int | None = Field(
         default=None, ge=8, le=4000, validation_alias=_env("MNEMOFLOW_VECTOR_DIM", "OM_VEC_DIM")

@@ -27,6 +27,7 @@ from shared.decay import dimension_ladder, pool_to
 from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_query_timed, embed_timed
 from shared.errors import Conflict, InvalidInput, NotFound
+from shared.hot_rows import PAYLOAD_FIELDS, HotRowCache
 from shared.packing import Packing, pack
 from shared.retrieval import (
     Candidate,
@@ -95,8 +96,10 @@ class MemoryEngine:
         query_embedder: EmbeddingProvider | None = None,
         sector_embedders: Mapping[str, EmbeddingProvider] | None = None,
         sector_query_embedders: Mapping[str, EmbeddingProvider] | None = None,
+        row_cache: HotRowCache | None = None,
     ) -> None:
         self.settings = settings
+        self.row_cache = row_cache  # hot-tier payloads (the gateway's); without it the payload is one more query
         self.embedder = embedder  # the default provider (every sector's, in simple mode)
         # Advanced mode (architecture seed): a sector may have a model of its own.
         self.embedders = per_sector(sector_embedders or embedder)
@@ -416,6 +419,7 @@ class MemoryEngine:
             known_cosine=[i for i, c in seeds.items() if c.dense_similarity is not None],
             max_hops=s.activation_max_hops if options.waypoints else 1,
             ladder=self.ladder,
+            lean=True,
         )
         watch.lap("fetch")
         max_lexical = max((score for _, score in lexical), default=0.0)
@@ -486,14 +490,18 @@ class MemoryEngine:
                 by_id[memory_id][0].components["redundancy"] = round(redundancy, 6)
             scored = [by_id[memory_id] for memory_id, _ in order]
             watch.lap("mmr")
+        watch.lap("score")
         packing = None
         if token_budget is None:
             top = scored[:k]
+            self._hydrate(session, user_id, [row for _, row in top])
         else:  # the best that fit the budget, at most k (membox's greedy knapsack)
+            self._hydrate(session, user_id, [row for _, row in scored])
             packing = pack([row["content"] for _, row in scored], budget=token_budget, limit=k)
             top = [scored[i] for i in packing.chosen]
+        top = [(c, row) for c, row in top if "content" in row]  # deleted between the two reads
         traversed = [step for c, _ in top for step in c.traversed]
-        watch.lap("score")
+        watch.lap("payload")
         return QueryOutcome(
             matches=top,
             candidates=len(candidates),
@@ -503,6 +511,18 @@ class MemoryEngine:
             packing=packing,
             query_sectors=search_sectors,
         )
+
+    def _hydrate(self, session: Session, user_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Fill in the payload of lean rows: hot-tier ones from the cache, the rest in one query (then cached)."""
+        cached = self.row_cache.get(rows) if self.row_cache else {}
+        missing = [row["id"] for row in rows if row["id"] not in cached]
+        fetched = store.fetch_payloads(session, user_id, missing)
+        for row in rows:
+            payload = cached.get(row["id"]) or fetched.get(row["id"])
+            if payload is not None:
+                row.update((name, payload.get(name)) for name in PAYLOAD_FIELDS)
+        if self.row_cache and fetched:
+            self.row_cache.put([row for row in rows if row["id"] in fetched])
 
     def reinforce_hits(
         self,

@@ -23,6 +23,7 @@ from shared.db import Database, create_db_engine
 from shared.embedding import EmbeddingProvider
 from shared.embedding.cache import CachedEmbedder
 from shared.embedding.factory import create_embedder, create_sector_embedders
+from shared.hot_rows import HotRowCache
 from shared.logs import configure_logging
 from shared.memory_service import MemoryEngine
 from shared.queueing import make_celery
@@ -97,6 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             cached.setdefault(
                 id(provider), CachedEmbedder(provider, redis_client, ttl_seconds=ttl) if ttl else provider
             )
+        row_ttl = settings.hot_row_cache_ttl_seconds
+        row_cache = HotRowCache(redis_client, ttl_seconds=row_ttl) if row_ttl else None
         app.state.mnemoflow = GatewayState(
             settings=settings,
             db=db,
@@ -105,17 +108,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 embedder,
                 sector_embedders=sector_embedders,
                 sector_query_embedders={sector: cached[id(p)] for sector, p in sector_embedders.items()},
+                row_cache=row_cache,
             ),
             redis=redis_client,
             celery=make_celery(settings, "mnemoflow.gateway"),
         )
         document_counts = metrics.DocumentsCollector(db)
         REGISTRY.register(document_counts)
+        cache_counts = metrics.HotRowCacheCollector(row_cache) if row_cache else None
+        if cache_counts:
+            REGISTRY.register(cache_counts)
         log.info("gateway ready (version %s)", __version__)
         try:
             yield
         finally:
             REGISTRY.unregister(document_counts)
+            if cache_counts:
+                REGISTRY.unregister(cache_counts)
             db.dispose()
             redis_client.close()
 

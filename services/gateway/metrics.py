@@ -6,9 +6,10 @@ import logging
 from collections.abc import Iterator
 
 from prometheus_client import Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from shared.db import Database
+from shared.hot_rows import HotRowCache
 from shared.storage import documents as document_store
 
 log = logging.getLogger("mnemoflow.gateway")
@@ -78,3 +79,22 @@ class DocumentsCollector:
 
     def describe(self) -> list[GaugeMetricFamily]:
         return []  # no query when registering
+
+
+class HotRowCacheCollector:
+    """`mnemoflow_hot_row_cache_lookups_total{outcome}`: hot-tier payload lookups of this gateway's queries
+    that the Redis cache answered (hit) or left to PostgreSQL (miss)."""
+
+    def __init__(self, cache: HotRowCache) -> None:
+        self.cache = cache
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "mnemoflow_hot_row_cache_lookups", "Hot-tier row payload lookups by outcome", labels=["outcome"]
+        )
+        family.add_metric(["hit"], self.cache.hits)
+        family.add_metric(["miss"], self.cache.misses)
+        yield family
+
+    def describe(self) -> list[CounterMetricFamily]:
+        return []

@@ -23,6 +23,11 @@ MEMORY_COLUMNS = (
     "id, user_id, content, summary, primary_sector, sectors, tags, meta, salience, decay_lambda, coactivations, "
     "tier, status, confidence, compression, created_at, updated_at, last_seen_at, document_id"
 )
+# What scoring and filtering read (the read path's first fetch); the rest is the payload (`fetch_payloads`)
+LEAN_COLUMNS = (
+    "id, user_id, primary_sector, sectors, tags, salience, decay_lambda, coactivations, "
+    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, version"
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,8 @@ class MemoryFilter:
 
 def row_to_dict(row: Any) -> dict[str, Any]:
     data = dict(row._mapping)
-    data["metadata"] = data.pop("meta", {}) or {}
+    if "meta" in data:
+        data["metadata"] = data.pop("meta") or {}
     return data
 
 
@@ -787,13 +793,17 @@ def fetch_with_links(
     known_cosine: Sequence[uuid.UUID] = (),
     max_hops: int = 1,
     ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
+    lean: bool = False,
 ) -> tuple[
     dict[uuid.UUID, dict[str, Any]], list[tuple[uuid.UUID, uuid.UUID, float]], list[tuple[uuid.UUID, uuid.UUID]]
 ]:
     """One round trip for what scoring needs: the seeds, the memories up to `max_hops` (1 or 2) association or
     reading-order (`next`) waypoints away (either direction), each with `cosine` (the query's similarity to its
     primary-sector vector; None for `known_cosine` ids, which the dense search already measured), the links
-    that spread activation, and the `contradicts` edges from those memories."""
+    that spread activation, and the `contradicts` edges from those memories.
+
+    `lean`: rows without their payload (content, summary, metadata, document) but with `version`: the
+    caller scores many and reads the payload of the few it returns (`fetch_payloads`, or the hot-row cache)."""
     if not seed_ids:
         return {}, [], []
     params: dict[str, Any] = {}
@@ -842,7 +852,7 @@ def fetch_with_links(
                 UNION SELECT src_id FROM links WHERE kind <> 'contradicts'
                 UNION SELECT dst_id FROM links WHERE kind <> 'contradicts'
             )
-            SELECT {MEMORY_COLUMNS.replace("id, ", "m.id, ", 1)},
+            SELECT {(LEAN_COLUMNS if lean else MEMORY_COLUMNS).replace("id, ", "m.id, ", 1)},
                    {cosine} AS cosine,
                    (SELECT json_agg(json_build_array(l.src_id, l.dst_id, l.weight, l.kind))
                     FROM links l WHERE l.src_id = m.id) AS links
@@ -871,6 +881,20 @@ def fetch_with_links(
                 contradicts.append((uuid.UUID(src), uuid.UUID(dst)))
         memories[r.id] = row
     return memories, links, contradicts
+
+
+def fetch_payloads(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    """Content, summary, metadata and document of the tenant's memories among `memory_ids`."""
+    if not memory_ids:
+        return {}
+    rows = session.execute(
+        text(
+            "SELECT id, content, summary, meta, document_id FROM memories "
+            "WHERE id = ANY(CAST(:ids AS uuid[])) AND user_id = :user_id"
+        ),
+        {"ids": [str(i) for i in memory_ids], "user_id": user_id},
+    ).all()
+    return {r.id: row_to_dict(r) for r in rows}
 
 
 def merge_fresh_vectors(session: Session, *, limit: int) -> tuple[int, dict[str, list[uuid.UUID]]]:

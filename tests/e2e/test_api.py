@@ -326,6 +326,28 @@ def test_metrics_are_exposed(http):
     assert "mnemoflow_http_requests_total" in body
 
 
+def _hot_row_hits(http) -> float:
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith('mnemoflow_hot_row_cache_lookups_total{outcome="hit"}'):
+            return float(line.split()[-1])
+    raise AssertionError("the hot-row cache metric is not exported")
+
+
+def test_a_hot_memory_comes_back_from_the_row_cache_with_its_payload(http, tenant, db):
+    added = http.post(
+        "/memory/add",
+        json={"content": "Spare keys for the dinghy are in the blue tin", "user_id": tenant, "metadata": {"k": 1}},
+    ).json()
+    with db.session() as s:  # the decay cycle would get it there after repeated use
+        s.execute(text("UPDATE memories SET tier = 'hot' WHERE id = :id"), {"id": added["id"]})
+    before = _hot_row_hits(http)
+    body = {"query": "dinghy spare keys", "user_id": tenant, "reinforce": False}
+    first = http.post("/memory/query", json=body).json()["matches"][0]
+    second = http.post("/memory/query", json=body).json()["matches"][0]
+    assert _hot_row_hits(http) == before + 1  # the first query put it there, the second read it
+    assert first == second and second["metadata"] == {"k": 1}
+
+
 @pytest.fixture(scope="module")
 def secured(servers, tmp_path_factory):
     """A second gateway with API keys configured: each key bound to one tenant."""

@@ -1,0 +1,81 @@
+"""A Redis cache of hot-tier memory rows: what a query returns of a memory beyond what it scores with.
+
+The read path scores from a lean fetch (ids, salience, tier, status, times, tags, cosine, links) and then
+needs the payload (content, summary, metadata, document) of the few memories it returns. Hot memories
+are the ones queries keep returning, so their payloads are kept here and the second round trip to
+PostgreSQL is skipped when every returned memory is cached.
+
+Invalidation needs no protocol: a key names the memory's `version`, which every write that changes the
+payload raises (content, tags or metadata edits); only uncompressed rows are cached (compression and
+regeneration rewrite the summary without a version), and a deleted memory is never asked for again
+because the lean fetch no longer finds it. Stale entries simply expire. A Redis outage costs the cache,
+never the query.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+
+log = logging.getLogger("mnemoflow.cache")
+
+PAYLOAD_FIELDS = ("content", "summary", "metadata", "document_id")
+
+
+def cacheable(row: Mapping[str, Any]) -> bool:
+    """Hot-tier rows at full fidelity (a compressed row's summary changes without a new version)."""
+    return row.get("tier") == "hot" and row.get("compression") == "full"
+
+
+class HotRowCache:
+    def __init__(self, client: redis.Redis, *, ttl_seconds: int, prefix: str = "mnemoflow:row") -> None:
+        self.client = client
+        self.ttl_seconds = ttl_seconds
+        self.prefix = prefix
+        self.hits = 0
+        self.misses = 0
+
+    def key(self, memory_id: uuid.UUID, version: int) -> str:
+        return f"{self.prefix}:{memory_id}:{version}"
+
+    def get(self, rows: Sequence[Mapping[str, Any]]) -> dict[uuid.UUID, dict[str, Any]]:
+        """The cached payloads of those `rows` (lean rows with id, version, tier, compression) that have one."""
+        wanted = [r for r in rows if cacheable(r)]
+        if not wanted:
+            return {}
+        try:
+            raw = self.client.mget([self.key(r["id"], r["version"]) for r in wanted])
+        except redis.RedisError as exc:
+            log.warning("hot-row cache unavailable (%s); reading rows from the database", exc)
+            return {}
+        found: dict[uuid.UUID, dict[str, Any]] = {}
+        for row, value in zip(wanted, raw, strict=True):
+            if isinstance(value, bytes | str):
+                payload = json.loads(value)
+                if payload.get("document_id"):
+                    payload["document_id"] = uuid.UUID(payload["document_id"])
+                found[row["id"]] = payload
+        self.hits += len(found)
+        self.misses += len(wanted) - len(found)
+        return found
+
+    def put(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Cache the payload of each cacheable full row (fetched from the database); how many were written."""
+        fresh = [r for r in rows if cacheable(r)]
+        if not fresh:
+            return 0
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                for row in fresh:
+                    payload = {name: row.get(name) for name in PAYLOAD_FIELDS}
+                    pipe.set(self.key(row["id"], row["version"]), json.dumps(payload, default=str), ex=self.ttl_seconds)
+                pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("hot-row cache unavailable (%s); rows not cached", exc)
+            return 0
+        return len(fresh)
