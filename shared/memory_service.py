@@ -253,13 +253,20 @@ class MemoryEngine:
             store.analyze_vectors(session, merged)
         return moved, self.settle(session, merged)
 
-    def add(self, session: Session, user_id: str, item: MemoryCreate) -> tuple[dict[str, Any], bool]:
-        """Store one memory now; returns (memory, deduplicated)."""
+    def add(
+        self, session: Session, user_id: str, item: MemoryCreate, *, follows: uuid.UUID | None = None
+    ) -> tuple[dict[str, Any], bool]:
+        """Store one memory now; returns (memory, deduplicated). `follows`: the tenant's memory this one comes
+        after in a sequence (linked by a `next` waypoint)."""
         self.validate_item(item)
+        if follows is not None and store.get_memory(session, user_id, follows) is None:
+            raise NotFound(f"memory {follows} (follows) is not a memory of user_id {user_id!r}")
         prepared, calls = self.prepare([item], user_id)
         for call in calls:
             job_store.log_embedding(session, call, purpose="add")
         (ref,) = self.store(session, prepared, settle=True)
+        if follows is not None:
+            store.link_in_order(session, user_id, [follows, ref.id])
         memory = store.get_memory(session, user_id, ref.id)
         assert memory is not None
         return memory, not ref.created

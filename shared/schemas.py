@@ -87,6 +87,16 @@ class MemoryCreate(TagsAndMetadata):
         return _no_nul(value, "content")
 
 
+class MemoryAdd(MemoryCreate):
+    """`POST /memory/add`: one memory, optionally the next of a sequence the agent is writing."""
+
+    follows: uuid.UUID | None = Field(
+        default=None,
+        description="the memory this one comes after (the previous turn of a conversation): a `next` waypoint "
+        "links them, so a query that finds one can surface the other",
+    )
+
+
 class MemoryUpdate(BaseModel):
     """`PATCH /memory/{id}`: change content, tags or metadata."""
 

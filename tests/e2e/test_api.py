@@ -243,6 +243,28 @@ def test_a_sequence_batch_lets_a_query_reach_the_reply_to_what_it_matches(http, 
     assert reply["trace"]["components"]["activation"] > 0
 
 
+def test_an_added_turn_can_follow_the_previous_one_and_an_unknown_one_is_refused(http, tenant):
+    first = http.post("/memory/add", json={"content": "Ivo: where did you park the camper van?", "user_id": tenant})
+    reply = http.post(
+        "/memory/add",
+        json={"content": "Lea: behind the old mill, by the river", "user_id": tenant, "follows": first.json()["id"]},
+    )
+    assert reply.status_code == 200, reply.text
+    found = http.post(
+        "/memory/query",
+        json={"query": "camper van parked", "user_id": tenant, "explain": True, "retrieval": {"dense": False}},
+    ).json()
+    reached = {m["content"]: m for m in found["matches"]}["Lea: behind the old mill, by the river"]
+    assert reached["trace"]["hops"] == 1 and reached["path"] == [first.json()["id"], reply.json()["id"]]
+
+    for follows in (str(uuid.uuid4()), first.json()["id"]):  # unknown, and another tenant's
+        refused = http.post(
+            "/memory/add", json={"content": "an orphan turn", "user_id": f"{tenant}-other", "follows": follows}
+        )
+        assert refused.status_code == 404 and "follows" in refused.json()["error"]["message"]
+    assert http.get("/memory/all", params={"user_id": f"{tenant}-other"}).json()["total"] == 0
+
+
 def test_sectors_report_counts_for_the_tenant(http, tenant):
     http.post("/memory/add", json={"content": "I feel grateful for the team today", "user_id": tenant})
     body = http.get("/sectors", params={"user_id": tenant}).json()

@@ -21,6 +21,7 @@ from shared.schemas import (
     BatchRequest,
     LinkCreate,
     MatchTrace,
+    MemoryAdd,
     MemoryAddResult,
     MemoryCreate,
     MemoryPage,
@@ -43,11 +44,14 @@ router = APIRouter(prefix="/memory", tags=["memory"])
 
 
 @router.post("/add", response_model=MemoryAddResult)
-def add_memory(body: MemoryCreate, state: StateDep, principal: PrincipalDep) -> MemoryAddResult:
-    """Store one memory synchronously: it is queryable when this call returns. Same content twice → same memory."""
+def add_memory(body: MemoryAdd, state: StateDep, principal: PrincipalDep) -> MemoryAddResult:
+    """Store one memory synchronously: it is queryable when this call returns. Same content twice → same memory.
+    `follows` links it after an earlier memory (the previous turn of a conversation)."""
     user_id = principal.tenant(body.user_id)
     with state.db.session() as session:
-        memory, deduplicated = state.engine.add(session, user_id, body)
+        memory, deduplicated = state.engine.add(
+            session, user_id, MemoryCreate.model_validate(body.model_dump(exclude={"follows"})), follows=body.follows
+        )
     metrics.MEMORIES_ADDED.labels(deduplicated=str(deduplicated).lower()).inc()
     return MemoryAddResult(**memory, deduplicated=deduplicated)
 
