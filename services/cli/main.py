@@ -133,9 +133,13 @@ def add(
     content: str,
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="A tag (repeatable)")] = None,
     user: Annotated[str | None, typer.Option("--user", "-u", help="Tenant user_id")] = None,
+    follows: Annotated[
+        str | None, typer.Option(help="Id of the memory this one comes after (the previous turn): links them")
+    ] = None,
 ) -> None:
     """Store one memory."""
-    body = _call("POST", "/memory/add", json={"content": content, "tags": tag or [], "user_id": user})
+    request = {"content": content, "tags": tag or [], "user_id": user, "follows": follows}
+    body = _call("POST", "/memory/add", json=request)
     note = " (already stored)" if body.get("deduplicated") else ""
     typer.echo(f"{body['id']}  {body['primary_sector']}{note}")
 

@@ -407,3 +407,21 @@ def test_query_embeddings_are_cached_in_redis(http, tenant, servers):
     keys = client.keys("mnemoflow:qemb:synthetic:synthetic-hash-v1:384:*")
     assert keys, "the gateway stored the query's embedding"
     assert all(len(client.get(k) or b"") == 4 * 384 for k in keys[:5])
+
+
+def test_the_cli_adds_a_turn_after_another(gateway, tenant):
+    from typer.testing import CliRunner
+
+    from services.cli.main import app
+
+    runner = CliRunner()
+    env = {"MNEMOFLOW_URL": gateway}
+    first = runner.invoke(app, ["add", "Noa: the ferry leaves at nine", "--user", tenant], env=env)
+    assert first.exit_code == 0, first.output
+    first_id = first.output.split()[0]
+    second = runner.invoke(
+        app, ["add", "Kai: then we meet at half eight", "--user", tenant, "--follows", first_id], env=env
+    )
+    assert second.exit_code == 0, second.output
+    unknown = runner.invoke(app, ["add", "Kai: hm", "--user", tenant, "--follows", str(uuid.uuid4())], env=env)
+    assert unknown.exit_code != 0 and "follows" in unknown.output
