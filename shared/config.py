@@ -169,6 +169,9 @@ class Settings(BaseSettings):
     # scores candidates, it does not select them (Elasticsearch's common-terms cutoff).
     lexical_common_ratio: float = Field(default=0.05, gt=0.0, le=1.0)
     lexical_common_min_df: int = Field(default=500, ge=0)
+    # Of the rare terms, the rarest select candidates while their document frequencies add up to at most
+    # this (the rest only score): bounds the rows a query scores in a large store; 0 = no limit.
+    lexical_select_budget: int = Field(default=20_000, ge=0)
 
     # Waypoints (architecture seed)
     waypoint_threshold: float = Field(default=0.75, ge=0.0, le=1.0)

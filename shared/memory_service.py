@@ -116,6 +116,7 @@ class MemoryEngine:
             common_ratio=settings.lexical_common_ratio,
             common_min_df=settings.lexical_common_min_df,
             term_frequency=settings.bm25_term_frequency,
+            select_budget=settings.lexical_select_budget,
         )
 
     def validate_item(self, item: MemoryCreate, where: str = "content") -> None:

@@ -602,6 +602,24 @@ class LexicalParams:
     common_ratio: float
     common_min_df: int
     term_frequency: bool = True
+    select_budget: int = 0  # 0: no limit
+
+
+def select_terms(terms: Sequence[str], df: Mapping[str, int], *, budget: int) -> list[str]:
+    """The terms that select candidates: the rarest first, while their document frequencies add up to at
+    most `budget` (the rarest always; 0 = no limit). The rest still score every candidate: this bounds
+    the rows a query scores in a large store, and a memory that only shares the dropped, more common
+    terms with the query would have ranked low anyway."""
+    if not budget:
+        return list(terms)
+    chosen: list[str] = []
+    total = 0
+    for term in sorted(terms, key=lambda t: (df.get(t, 0), t)):
+        if chosen and total + df.get(term, 0) > budget:
+            break
+        chosen.append(term)
+        total += df.get(term, 0)
+    return chosen
 
 
 def _tsquery_literal(lexeme: str) -> str:
@@ -640,7 +658,7 @@ def lexical_candidates(
     n = max(documents, 1)
     idf = {t: math.log(1 + (n - min(df.get(t, 0), n) + 0.5) / (df.get(t, 0) + 0.5)) for t in lexemes}
     common_df = max(params.common_ratio * documents, params.common_min_df)
-    rare = [t for t in lexemes if df.get(t, 0) <= common_df]
+    rare = select_terms([t for t in lexemes if df.get(t, 0) <= common_df], df, budget=params.select_budget)
     selector = (
         " | ".join(_tsquery_literal(t) for t in rare) if rare else " & ".join(_tsquery_literal(t) for t in lexemes)
     )

@@ -516,6 +516,26 @@ def test_a_sequence_batch_links_its_items_in_order_across_sector_chunks_once(db,
     assert job is not None and job["status"] == "succeeded" and job["result"]["next_links"] == 2
 
 
+def test_select_budget_lets_the_rarest_terms_select_and_the_others_only_score(db, engine, tenant, settings):
+    for i in range(6):
+        add(db, engine, tenant, f"Canal barge number {i} moored")
+    rare, _ = add(db, engine, tenant, "Canal barge with a heron on deck")
+    budgeted = MemoryEngine(settings.model_copy(update={"lexical_select_budget": 3}), engine.embedder)
+    with db.session() as s:
+        everything = store.lexical_candidates(
+            s, tenant, "barge heron", limit=20, where=store.MemoryFilter(), params=engine.lexical
+        )
+        bounded = store.lexical_candidates(
+            s, tenant, "barge heron", limit=20, where=store.MemoryFilter(), params=budgeted.lexical
+        )
+    assert len(everything) == 7 and everything[0][0] == rare["id"]
+    # "heron" (df 1) selects; "barge" (df 7) would pass the budget of 3, so it only scores what heron found
+    assert [i for i, _ in bounded] == [rare["id"]] and bounded[0][1] == pytest.approx(everything[0][1])
+    assert store.select_terms(["b", "a", "c"], {"a": 1, "b": 5, "c": 2}, budget=3) == ["a", "c"]
+    assert store.select_terms(["b"], {"b": 50}, budget=3) == ["b"]  # the rarest always selects
+    assert store.select_terms(["b", "a"], {"a": 1, "b": 5}, budget=0) == ["b", "a"]
+
+
 def test_common_terms_select_nothing_alone_but_still_score(db, engine, tenant, settings):
     strict = MemoryEngine(
         settings.model_copy(update={"lexical_common_ratio": 0.2, "lexical_common_min_df": 0}), engine.embedder
