@@ -344,7 +344,7 @@ class MemoryEngine:
         result: dict[str, Any] = {"created": created, "duplicates": len(items) - created}
         sequence = bool(job["params"].get("sequence"))
         if sequence:  # where each item went, for the links made when the last chunk is done
-            result["sequence"] = [[pos, str(ref.id)] for pos, ref in zip(positions, refs, strict=True)]
+            result["sequence"] = [[pos, str(ref.id), ref.created] for pos, ref in zip(positions, refs, strict=True)]
         ingest = job["kind"] == documents.INGEST_JOB_KIND
         if ingest:  # a document's stage times (summed over its chunks by chunk_totals)
             result["embed_ms"] = round((embedded - started) * 1000)

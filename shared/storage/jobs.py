@@ -420,14 +420,22 @@ def merge_result(session: Session, job_id: uuid.UUID, patch: dict[str, Any], *, 
 
 def sequence_of(session: Session, job_id: uuid.UUID) -> list[uuid.UUID]:
     """The memories a `sequence` batch's items became, in the items' order (each chunk's result lists its
-    items' positions and memories)."""
+    items' positions, memories and whether the memory is new). A memory the batch did not create ("Thanks!"
+    said again, already stored) stays out of the order: linked, it would become a hub that every sequence
+    it recurs in runs through; a memory the batch says twice keeps its first place."""
     rows = session.execute(
         text(
             """
-            SELECT CAST(e->>1 AS uuid) AS memory_id
-            FROM job_chunks c, jsonb_array_elements(c.result->'sequence') AS e
-            WHERE c.job_id = :id
-            ORDER BY CAST(e->>0 AS integer)
+            WITH items AS (
+                SELECT CAST(e->>0 AS integer) AS pos, CAST(e->>1 AS uuid) AS memory_id,
+                       CAST(e->>2 AS boolean) AS created
+                FROM job_chunks c, jsonb_array_elements(c.result->'sequence') AS e
+                WHERE c.job_id = :id
+            )
+            SELECT memory_id, min(pos) AS pos FROM items
+            WHERE memory_id IN (SELECT memory_id FROM items WHERE created)
+            GROUP BY memory_id
+            ORDER BY pos
             """
         ),
         {"id": job_id},

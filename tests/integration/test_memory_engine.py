@@ -493,11 +493,14 @@ def test_a_sequence_batch_links_its_items_in_order_across_sector_chunks_once(db,
         job_store.ChunkSpec(
             0, "episodic", [{"content": turns[0], SEQUENCE_KEY: 0}, {"content": turns[2], SEQUENCE_KEY: 2}]
         ),
-        job_store.ChunkSpec(1, "emotional", [{"content": turns[1], SEQUENCE_KEY: 1}]),
+        # the last item says the first again: one memory, kept at its first place (no link back to the start)
+        job_store.ChunkSpec(
+            1, "emotional", [{"content": turns[1], SEQUENCE_KEY: 1}, {"content": turns[0], SEQUENCE_KEY: 3}]
+        ),
     ]
     with db.session() as s:
         job_id, _ = job_store.create_job(
-            s, user_id=tenant, kind="batch", total=3, params={"sequence": True}, idempotency_key=None
+            s, user_id=tenant, kind="batch", total=4, params={"sequence": True}, idempotency_key=None
         )
         job_store.add_chunks(s, job_id, chunks)
     for seq in (1, 0, 1, 0):  # out of order, each delivered twice
@@ -514,6 +517,22 @@ def test_a_sequence_batch_links_its_items_in_order_across_sector_chunks_once(db,
         job = job_store.get_job(s, job_id)
     assert sorted((r.src, r.dst) for r in links) == sorted([(turns[0], turns[1]), (turns[1], turns[2])])
     assert job is not None and job["status"] == "succeeded" and job["result"]["next_links"] == 2
+    with db.session() as s:  # a second sequence that repeats a stored turn does not run through it
+        again, _ = job_store.create_job(
+            s, user_id=tenant, kind="batch", total=2, params={"sequence": True}, idempotency_key=None
+        )
+        job_store.add_chunks(
+            s,
+            again,
+            [
+                job_store.ChunkSpec(
+                    0, "episodic", [{"content": turns[2], SEQUENCE_KEY: 0}, {"content": "Ben: great", SEQUENCE_KEY: 1}]
+                )
+            ],
+        )
+    with db.session() as s:
+        engine.store_chunk(s, again, 0)
+        assert job_store.get_job(s, again)["result"]["next_links"] == 0
 
 
 def test_select_budget_lets_the_rarest_terms_select_and_the_others_only_score(db, engine, tenant, settings):
