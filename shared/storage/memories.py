@@ -659,9 +659,17 @@ def lexical_candidates(
     idf = {t: math.log(1 + (n - min(df.get(t, 0), n) + 0.5) / (df.get(t, 0) + 0.5)) for t in lexemes}
     common_df = max(params.common_ratio * documents, params.common_min_df)
     rare = select_terms([t for t in lexemes if df.get(t, 0) <= common_df], df, budget=params.select_budget)
-    selector = (
-        " | ".join(_tsquery_literal(t) for t in rare) if rare else " & ".join(_tsquery_literal(t) for t in lexemes)
-    )
+    if rare:
+        selector = " | ".join(_tsquery_literal(t) for t in rare)
+    else:  # every term is common: the memories with all of them are the candidates
+        # A term in most memories narrows nothing but costs its whole posting list; and when all of them
+        # together would still match more memories than the budget (if they occur independently), the words
+        # are too common to rank by: the query gets no full-text candidates (the dense ones remain).
+        narrowing = [t for t in lexemes if df.get(t, 0) <= n / 2] or lexemes
+        expected = n * math.prod(min(df.get(t, 0), n) / n for t in narrowing)
+        if params.select_budget and expected > params.select_budget:
+            return []
+        selector = " & ".join(_tsquery_literal(t) for t in narrowing)
 
     clause, filter_params = where.sql("m")
     norm = "(:k1 * (1 - :b + :b * length(m.search) / CAST(:avg_length AS double precision)))"

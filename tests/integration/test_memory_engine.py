@@ -555,6 +555,39 @@ def test_select_budget_lets_the_rarest_terms_select_and_the_others_only_score(db
     assert store.select_terms(["b", "a"], {"a": 1, "b": 5}, budget=0) == ["b", "a"]
 
 
+def test_words_too_common_to_rank_by_give_no_full_text_candidates(db, engine, tenant, settings):
+    for i in range(10):
+        add(db, engine, tenant, f"Weekly report {i} filed")
+    for i in range(4):
+        add(db, engine, tenant, f"Monthly report {i} filed")
+
+    def hits(budget):
+        common = settings.model_copy(
+            update={"lexical_common_ratio": 0.1, "lexical_common_min_df": 0, "lexical_select_budget": budget}
+        )
+        with db.session() as s:
+            found = store.lexical_candidates(
+                s,
+                tenant,
+                "monthly report",
+                limit=20,
+                where=store.MemoryFilter(),
+                params=MemoryEngine(common, engine.embedder).lexical,
+            )
+        return {row.content for row in _contents(db, [i for i, _ in found])}, found
+
+    # both words are common; "report" is in every memory, so only "monthly" narrows: 14 x 4/14 = 4 expected
+    contents, found = hits(4)
+    assert contents == {f"Monthly report {i} filed" for i in range(4)} and all(score > 0 for _, score in found)
+    assert hits(3)[1] == []  # more expected than the budget: no full-text candidates at all
+    assert len(hits(0)[1]) == 4  # no budget: no limit
+
+
+def _contents(db, ids):
+    with db.session() as s:
+        return s.execute(text("SELECT content FROM memories WHERE id = ANY(:ids)"), {"ids": ids}).all()
+
+
 def test_common_terms_select_nothing_alone_but_still_score(db, engine, tenant, settings):
     strict = MemoryEngine(
         settings.model_copy(update={"lexical_common_ratio": 0.2, "lexical_common_min_df": 0}), engine.embedder
