@@ -427,7 +427,6 @@ class MemoryEngine:
             known_cosine=[i for i, c in seeds.items() if c.dense_similarity is not None],
             max_hops=s.activation_max_hops if options.waypoints else 1,
             ladder=self.ladder,
-            lean=True,
         )
         watch.lap("fetch")
         max_lexical = max((score for _, score in lexical), default=0.0)

@@ -819,7 +819,6 @@ def fetch_with_links(
     known_cosine: Sequence[uuid.UUID] = (),
     max_hops: int = 1,
     ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
-    lean: bool = False,
 ) -> tuple[
     dict[uuid.UUID, dict[str, Any]], list[tuple[uuid.UUID, uuid.UUID, float]], list[tuple[uuid.UUID, uuid.UUID]]
 ]:
@@ -828,7 +827,7 @@ def fetch_with_links(
     primary-sector vector; None for `known_cosine` ids, which the dense search already measured), the links
     that spread activation, and the `contradicts` edges from those memories.
 
-    `lean`: rows without their payload (content, summary, metadata, document) but with `version`: the
+    Rows are lean: without their payload (content, summary, metadata, document) but with `version`; the
     caller scores many and reads the payload of the few it returns (`fetch_payloads`, or the hot-row cache)."""
     if not seed_ids:
         return {}, [], []
@@ -878,7 +877,7 @@ def fetch_with_links(
                 UNION SELECT src_id FROM links WHERE kind <> 'contradicts'
                 UNION SELECT dst_id FROM links WHERE kind <> 'contradicts'
             )
-            SELECT {(LEAN_COLUMNS if lean else MEMORY_COLUMNS).replace("id, ", "m.id, ", 1)},
+            SELECT {LEAN_COLUMNS.replace("id, ", "m.id, ", 1)},
                    {cosine} AS cosine,
                    (SELECT json_agg(json_build_array(l.src_id, l.dst_id, l.weight, l.kind))
                     FROM links l WHERE l.src_id = m.id) AS links

@@ -23,7 +23,6 @@ from shared.schemas import (
     MatchTrace,
     MemoryAdd,
     MemoryAddResult,
-    MemoryCreate,
     MemoryPage,
     MemoryPublic,
     MemoryUpdate,
@@ -49,9 +48,7 @@ def add_memory(body: MemoryAdd, state: StateDep, principal: PrincipalDep) -> Mem
     `follows` links it after an earlier memory (the previous turn of a conversation)."""
     user_id = principal.tenant(body.user_id)
     with state.db.session() as session:
-        memory, deduplicated = state.engine.add(
-            session, user_id, MemoryCreate.model_validate(body.model_dump(exclude={"follows"})), follows=body.follows
-        )
+        memory, deduplicated = state.engine.add(session, user_id, body, follows=body.follows)
     metrics.MEMORIES_ADDED.labels(deduplicated=str(deduplicated).lower()).inc()
     return MemoryAddResult(**memory, deduplicated=deduplicated)
 
