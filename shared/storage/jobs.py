@@ -175,27 +175,33 @@ def fail_chunk(session: Session, job_id: uuid.UUID, seq: int, *, error: str, fin
 
 
 def _advance_job(session: Session, job_id: uuid.UUID, *, done: int, finish_job: bool) -> str:
+    # Two statements on purpose. The first takes the job row lock; a chunk that finished at the same moment
+    # has committed by the time we hold it, but a subquery of that same statement would still read the
+    # snapshot from before the wait (both chunks would see the other open and the job would never finish).
+    # The second statement reads a fresh snapshot under the lock, so the last chunk to commit sees all done.
     status = session.execute(
         text(
             """
-            UPDATE jobs SET
-                progress_done = progress_done + :done,
-                status = CASE
-                    WHEN status = 'failed' THEN 'failed'
-                    WHEN :finish AND NOT EXISTS (
-                        SELECT 1 FROM job_chunks c WHERE c.job_id = :id AND c.status <> 'done') THEN 'succeeded'
-                    ELSE 'running' END,
-                finished_at = CASE
-                    WHEN :finish AND NOT EXISTS (
-                        SELECT 1 FROM job_chunks c WHERE c.job_id = :id AND c.status <> 'done') THEN now()
-                    ELSE finished_at END,
-                updated_at = now()
+            UPDATE jobs SET progress_done = progress_done + :done,
+                status = CASE WHEN status = 'failed' THEN 'failed' ELSE 'running' END, updated_at = now()
             WHERE id = :id
             RETURNING status
             """
         ),
-        {"id": job_id, "done": done, "finish": finish_job},
+        {"id": job_id, "done": done},
     ).scalar_one()
+    if finish_job and status != "failed":
+        finished = session.execute(
+            text(
+                """
+                UPDATE jobs SET status = 'succeeded', finished_at = now()
+                WHERE id = :id AND NOT EXISTS (SELECT 1 FROM job_chunks c WHERE c.job_id = :id AND c.status <> 'done')
+                RETURNING status
+                """
+            ),
+            {"id": job_id},
+        ).scalar_one_or_none()
+        status = finished or status
     return str(status)
 
 
