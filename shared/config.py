@@ -139,6 +139,9 @@ class Settings(BaseSettings):
     max_k: int = Field(default=200, ge=1, le=1000)
     min_score: float = Field(default=0.3, ge=0.0, le=1.0, validation_alias=_env("MNEMOFLOW_MIN_SCORE", "OM_MIN_SCORE"))
     candidate_multiplier: int = Field(default=4, ge=1, le=50)
+    # The full-text stage runs on a second connection beside embedding and the dense search (the gateway's
+    # queries); its threads, per process. 0 runs the stages one after the other on one connection.
+    query_parallel_threads: int = Field(default=16, ge=0, le=256)
     # kNN always returns neighbours; below this cosine a "neighbour" is noise, not a dense hit.
     dense_min_similarity: float = Field(default=0.05, ge=-1.0, le=1.0)
     rrf_k: int = Field(default=60, ge=1)

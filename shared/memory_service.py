@@ -13,6 +13,8 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -70,6 +72,7 @@ class QueryOutcome:
     timings_ms: dict[str, float] = field(default_factory=dict)
     packing: Packing | None = None  # when the query set a token budget
     query_sectors: tuple[str, ...] = ()  # the sectors whose vectors were searched
+    embed_calls: list[EmbedCall] = field(default_factory=list)  # model calls made for the query (not cache hits)
 
 
 class _Stopwatch:
@@ -77,12 +80,16 @@ class _Stopwatch:
 
     def __init__(self) -> None:
         self.laps: dict[str, float] = {}
-        self._last = time.perf_counter()
+        self._started = self._last = time.perf_counter()
 
     def lap(self, stage: str) -> None:
         now = time.perf_counter()
         self.laps[stage] = round((now - self._last) * 1000, 3)
         self._last = now
+
+    def total(self) -> None:
+        """The whole request, start to last lap: less than the stages' sum when some ran side by side."""
+        self.laps["total"] = round((self._last - self._started) * 1000, 3)
 
 
 class MemoryEngine:
@@ -117,6 +124,12 @@ class MemoryEngine:
             common_min_df=settings.lexical_common_min_df,
             term_frequency=settings.bm25_term_frequency,
             select_budget=settings.lexical_select_budget,
+        )
+        # Threads for the full-text stage of queries given a second session (created when first needed).
+        self._side = (
+            ThreadPoolExecutor(settings.query_parallel_threads, thread_name_prefix="mnemoflow-lexical")
+            if settings.query_parallel_threads
+            else None
         )
 
     def validate_item(self, item: MemoryCreate, where: str = "content") -> None:
@@ -371,8 +384,14 @@ class MemoryEngine:
         diversity: float | None = None,
         recency_weight: float | None = None,
         now: datetime | None = None,
+        side_session: Callable[[], AbstractContextManager[Session]] | None = None,
     ) -> QueryOutcome:
-        """Full-text + dense candidates fused by RRF, one waypoint hop, composite score, threshold gate."""
+        """Full-text + dense candidates fused by RRF, waypoints, composite score, threshold gate.
+
+        `side_session`: a factory of a second session; given one, the full-text stage runs on it beside
+        embedding and the dense search (two round trips at once instead of one after the other).
+        The query's model calls are returned in `embed_calls`, for the caller to log (off the request path).
+        """
         s = self.settings
         options = options or RetrievalOptions()
         now = now or datetime.now(UTC)
@@ -385,20 +404,22 @@ class MemoryEngine:
         )
         pool = k * s.candidate_multiplier
         watch = _Stopwatch()
+        beside: Future[tuple[list[tuple[uuid.UUID, float]], float]] | None = None
+        if options.lexical and side_session is not None and self._side is not None:
+            beside = self._side.submit(self._lexical_beside, side_session, user_id, query, pool, where)
         queries: dict[str, SectorVector] = {}
+        calls: list[EmbedCall] = []
         for provider, sectors_of_model in store.group_sectors(self.query_embedders):
             vectors, call = embed_query_timed(provider, [normalize_content(query)])
-            if call is not None:  # a model call, not a cache hit: recorded without waiting for the disk
-                job_store.log_embedding(session, call, purpose="query", synchronous=False)
+            if call is not None:  # a model call, not a cache hit
+                calls.append(call)
             shared_query = SectorVector(provider.model, vectors[0])
             queries |= dict.fromkeys(sectors_of_model, shared_query)
         watch.lap("embed")
-        lexical = (
-            store.lexical_candidates(session, user_id, query, limit=pool, where=where, params=self.lexical)
-            if options.lexical
-            else []
-        )
-        watch.lap("lexical")
+        lexical: list[tuple[uuid.UUID, float]] = []
+        if options.lexical and beside is None:
+            lexical = store.lexical_candidates(session, user_id, query, limit=pool, where=where, params=self.lexical)
+            watch.lap("lexical")
         search_sectors = tuple(wanted_sectors or sector_rules.SECTORS)
         if options.classify and not wanted_sectors:  # OpenMemory: the query's own sectors, when it has any
             query_class = sector_rules.classify(query)
@@ -418,6 +439,10 @@ class MemoryEngine:
         )
         dense = [(memory_id, sim) for memory_id, sim in dense if sim >= s.dense_min_similarity]
         watch.lap("dense")
+        if beside is not None:
+            lexical, lexical_ms = beside.result()
+            watch.lap("lexical_wait")  # how much longer than embedding + dense search the full-text stage took
+            watch.laps["lexical"] = lexical_ms
         seeds = fuse(lexical, dense, rrf_k=s.rrf_k, limit=pool)
         rows, links, contradicts = store.fetch_with_links(
             session,
@@ -509,6 +534,7 @@ class MemoryEngine:
         top = [(c, row) for c, row in top if "content" in row]  # deleted between the two reads
         traversed = [step for c, _ in top for step in c.traversed]
         watch.lap("payload")
+        watch.total()
         return QueryOutcome(
             matches=top,
             candidates=len(candidates),
@@ -517,7 +543,27 @@ class MemoryEngine:
             timings_ms=watch.laps,
             packing=packing,
             query_sectors=search_sectors,
+            embed_calls=calls,
         )
+
+    def _lexical_beside(
+        self,
+        side_session: Callable[[], AbstractContextManager[Session]],
+        user_id: str,
+        query: str,
+        limit: int,
+        where: MemoryFilter,
+    ) -> tuple[list[tuple[uuid.UUID, float]], float]:
+        """The full-text stage on a session of its own (a thread of `_side`); its candidates and milliseconds."""
+        started = time.perf_counter()
+        with side_session() as session:
+            found = store.lexical_candidates(session, user_id, query, limit=limit, where=where, params=self.lexical)
+        return found, round((time.perf_counter() - started) * 1000, 3)
+
+    def log_query_calls(self, session: Session, calls: Sequence[EmbedCall]) -> None:
+        """Record a query's model calls in embed_logs (the gateway does it after answering)."""
+        for call in calls:
+            job_store.log_embedding(session, call, purpose="query", synchronous=False)
 
     def _hydrate(self, session: Session, user_id: str, rows: Sequence[dict[str, Any]]) -> None:
         """Fill in the payload of lean rows: hot-tier ones from the cache, the rest in one query (then cached)."""

@@ -294,7 +294,11 @@ class QueryResponse(BaseModel):
     matches: list[QueryMatch]
     candidates: int = 0
     packing: PackingPublic | None = None
-    timings_ms: dict[str, float] | None = Field(default=None, description="Per-stage time, with explain: true.")
+    timings_ms: dict[str, float] | None = Field(
+        default=None,
+        description="With explain: true, milliseconds per stage and `total` for the pipeline; the full-text "
+        "stage runs beside embedding and the dense search, so the stages may add up to more than the total.",
+    )
     query_sectors: list[str] | None = Field(
         default=None, description="The sectors whose vectors were searched, with explain: true."
     )

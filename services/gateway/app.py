@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import redis
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from prometheus_client import REGISTRY
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,6 +30,46 @@ from shared.queueing import make_celery
 from shared.storage.models import ensure_store_model_for
 
 log = logging.getLogger("mnemoflow.gateway")
+
+
+class RequestMetrics:
+    """Requests and latency per route template (pure ASGI: no per-request task and stream plumbing).
+
+    Latency runs to the last byte of the response, before any background work of the request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = "500"  # unless the app sends another: an exception escaping it becomes a 500 outside
+        done = False
+
+        def record() -> None:
+            path = getattr(scope.get("route"), "path", "unmatched")
+            metrics.REQUESTS.labels(scope["method"], path, status).inc()
+            metrics.LATENCY.labels(scope["method"], path).observe(time.perf_counter() - started)
+
+        async def observed_send(message: Message) -> None:
+            nonlocal status, done
+            if message["type"] == "http.response.start":
+                status = str(message["status"])
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False) and not done:
+                done = True
+                record()
+
+        try:
+            await self.app(scope, receive, observed_send)
+        except _TooLarge:  # the body outgrew its limit while read: BodySizeLimit answers 413
+            status = "413"
+            raise
+        finally:
+            if not done:
+                record()
 
 
 class BodySizeLimit:
@@ -141,16 +181,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(documents.router)
     app.include_router(maintenance.router)
 
-    @app.middleware("http")
-    async def observe(request: Request, call_next):
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        metrics.REQUESTS.labels(request.method, path, str(response.status_code)).inc()
-        metrics.LATENCY.labels(request.method, path).observe(time.perf_counter() - started)
-        return response
-
+    app.add_middleware(RequestMetrics)
     # An upload may be as large as the ingest limit (plus its multipart framing); base64 in JSON is 4/3 of it.
     upload_limit = settings.ingest_max_bytes + 1024 * 1024
     app.add_middleware(

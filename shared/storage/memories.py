@@ -16,6 +16,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.db import read_rows
 from shared.decay import pool_to
 from shared.sectors import validate_sector
 
@@ -637,18 +638,17 @@ def lexical_candidates(
     Only rare terms select candidates (Elasticsearch's common-terms cutoff), so a query with a word in
     half the store does not rank half the store; every query term still adds to the score.
     """
-    rows = session.execute(
-        text(
-            """
+    rows = read_rows(
+        session,
+        """
             SELECT q.lexeme, COALESCE(ts.df, 0) AS df, tn.documents, tn.total_length
             FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector(CAST(:config AS regconfig), :query))) AS q
             LEFT JOIN term_stats ts ON ts.user_id = :user_id AND ts.lexeme = q.lexeme
             LEFT JOIN tenant_stats tn ON tn.user_id = :user_id
             ORDER BY q.lexeme
-            """
-        ),
+            """,
         {"config": params.config, "query": query, "user_id": user_id},
-    ).all()
+    )
     if not rows:
         return []
     lexemes = [r.lexeme for r in rows]
@@ -687,16 +687,15 @@ def lexical_candidates(
         score_sql = f"({terms}) * (:k1 + 1) / (1 + {norm})"
         bind = {f"t{i}": _tsquery_literal(t) for i, t in enumerate(lexemes)}
         bind |= {f"idf{i}": idf[t] for i, t in enumerate(lexemes)}
-    rows = session.execute(
-        text(
-            f"""
+    rows = read_rows(
+        session,
+        f"""
             SELECT m.id, {score_sql} AS score
             FROM memories m
             WHERE m.user_id = :user_id AND m.search @@ CAST(:selector AS tsquery){clause}
             ORDER BY score DESC, m.id
             LIMIT :limit
-            """
-        ),
+            """,
         bind
         | filter_params
         | {
@@ -707,7 +706,7 @@ def lexical_candidates(
             "b": params.b,
             "avg_length": max(avg_length, 1.0),
         },
-    ).all()
+    )
     return [(r.id, float(r.score)) for r in rows]
 
 
@@ -743,7 +742,7 @@ def compressed_rungs(
         for sector in sectors
         for dim in dims
     ]
-    rows = session.execute(text(" UNION ALL ".join(probes)), {"user_id": user_id}).all()
+    rows = read_rows(session, " UNION ALL ".join(probes), {"user_id": user_id})
     return {(r.sector, int(r.dim)) for r in rows}
 
 
@@ -803,7 +802,7 @@ def dense_candidates(
                      ORDER BY {distance}
                      LIMIT :limit)"""
             )
-    rows = session.execute(text(" UNION ALL ".join(parts)), params | {"user_id": user_id, "limit": limit}).all()
+    rows = read_rows(session, " UNION ALL ".join(parts), params | {"user_id": user_id, "limit": limit})
     best: dict[uuid.UUID, float] = {}
     for r in rows:
         best[r.memory_id] = max(best.get(r.memory_id, -1.0), float(r.sim))
@@ -848,9 +847,9 @@ def fetch_with_links(
                           AND v.dim IN ({", ".join(str(d) for d in rungs)}) AND v.model = :model{g})"""
         )
     cosine = f"CASE WHEN m.id = ANY(CAST(:known AS uuid[])) THEN NULL {' '.join(branches)} END"
-    rows = session.execute(
-        text(
-            f"""
+    rows = read_rows(
+        session,
+        f"""
             WITH direct AS (
                 SELECT src_id, dst_id, weight, kind FROM waypoints
                 WHERE kind IN ('association', 'next', 'contradicts') AND user_id = :user_id
@@ -882,29 +881,28 @@ def fetch_with_links(
                    (SELECT json_agg(json_build_array(l.src_id, l.dst_id, l.weight, l.kind))
                     FROM links l WHERE l.src_id = m.id) AS links
             FROM memories m JOIN wanted w ON w.id = m.id
-            """
-        ),
+            """,
         params
         | {
-            "ids": [str(i) for i in seed_ids],
-            "known": [str(i) for i in known_cosine],
+            "ids": list(seed_ids),
+            "known": list(known_cosine),
             "user_id": user_id,
             "max_hops": max_hops,
         },
-    ).all()
+        as_dicts=True,
+    )
     memories: dict[uuid.UUID, dict[str, Any]] = {}
     links: list[tuple[uuid.UUID, uuid.UUID, float]] = []
     contradicts: list[tuple[uuid.UUID, uuid.UUID]] = []
-    for r in rows:
-        if r.user_id != user_id:  # looked up by primary key; the tenant is checked on the rows
+    for row in rows:
+        if row["user_id"] != user_id:  # looked up by primary key; the tenant is checked on the rows
             continue
-        row = row_to_dict(r)
         for src, dst, weight, kind in row.pop("links") or []:
             if kind != "contradicts":  # association links and reading order (`next`) both spread
                 links.append((uuid.UUID(src), uuid.UUID(dst), float(weight)))
             else:
                 contradicts.append((uuid.UUID(src), uuid.UUID(dst)))
-        memories[r.id] = row
+        memories[row["id"]] = row
     return memories, links, contradicts
 
 
@@ -912,14 +910,14 @@ def fetch_payloads(session: Session, user_id: str, memory_ids: Sequence[uuid.UUI
     """Content, summary, metadata and document of the tenant's memories among `memory_ids`."""
     if not memory_ids:
         return {}
-    rows = session.execute(
-        text(
-            "SELECT id, content, summary, meta, document_id FROM memories "
-            "WHERE id = ANY(CAST(:ids AS uuid[])) AND user_id = :user_id"
-        ),
-        {"ids": [str(i) for i in memory_ids], "user_id": user_id},
-    ).all()
-    return {r.id: row_to_dict(r) for r in rows}
+    rows = read_rows(
+        session,
+        "SELECT id, content, summary, meta AS metadata, document_id FROM memories "
+        "WHERE id = ANY(CAST(:ids AS uuid[])) AND user_id = :user_id",
+        {"ids": list(memory_ids), "user_id": user_id},
+        as_dicts=True,
+    )
+    return {row["id"]: row | {"metadata": row["metadata"] or {}} for row in rows}
 
 
 def merge_fresh_vectors(session: Session, *, limit: int) -> tuple[int, dict[str, list[uuid.UUID]]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import httpx
@@ -58,15 +59,23 @@ def test_every_model_call_is_logged_and_a_cache_hit_is_not(http, tenant):
         items = http.get("/maintenance/embed-logs", params={"limit": 1}).json()["items"]
         return items[0]["id"] if items else 0
 
+    def mine() -> tuple[list[dict], dict]:
+        logs = http.get("/maintenance/embed-logs", params={"limit": 1000}).json()
+        return [row for row in logs["items"] if row["id"] > before and row["purpose"] in ("add", "query")], logs
+
     before = newest_id()
     question = f"what do the zebras of {tenant} eat?"  # a text no other test asks: not in the cache
     assert http.post("/memory/add", json={"content": f"The zebras of {tenant} eat grass", "user_id": tenant}).is_success
     for _ in range(2):  # the second time the query's vector comes from the cache
         assert http.post("/memory/query", json={"query": question, "user_id": tenant}).is_success
-    logs = http.get("/maintenance/embed-logs", params={"limit": 1000}).json()
-    mine = [row for row in logs["items"] if row["id"] > before and row["purpose"] in ("add", "query")]
-    assert sorted(row["purpose"] for row in mine) == ["add", "query"]
-    assert all(row["status"] == "completed" and row["model"] == "synthetic-hash-v1" for row in mine)
+    # A query's call is logged after its response is sent: a last, new question's line comes after the others.
+    assert http.post("/memory/query", json={"query": f"where do the zebras of {tenant} sleep?", "user_id": tenant})
+    deadline = time.monotonic() + 10
+    while len(mine()[0]) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rows, logs = mine()
+    assert sorted(row["purpose"] for row in rows) == ["add", "query", "query"]
+    assert all(row["status"] == "completed" and row["model"] == "synthetic-hash-v1" for row in rows)
     assert {"add", "query"} <= {row["purpose"] for row in logs["last_24h"]}
 
 
@@ -126,7 +135,6 @@ def test_query_reinforces_hits_through_the_worker(http, tenant, worker):
         "/memory/add", json={"content": "The boat is moored at pier 9", "user_id": tenant, "salience": 0.2}
     ).json()
     http.post("/memory/query", json={"query": "where is the boat moored", "user_id": tenant})
-    import time
 
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -145,7 +153,6 @@ def test_a_read_only_query_reinforces_nothing(http, tenant, worker):
     ask = {"query": "where is the kayak stored", "user_id": tenant}
     assert http.post("/memory/query", json=ask | {"reinforce": False}).json()["matches"][0]["id"] == memory["id"]
     http.post("/memory/query", json=ask)  # the control: this one does reinforce
-    import time
 
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -164,7 +171,6 @@ def test_injection_and_blindness_are_counted_per_tenant(http, tenant):
     assert http.post("/memory/query", json=ask | {"filters": {"min_score": 0}}).json()["matches"]
     assert not http.post("/memory/query", json=ask | {"filters": {"min_score": 0.999}}).json()["matches"]
     assert not http.post("/memory/query", json=ask | {"user_id": f"{tenant}-empty"}).json()["matches"]
-    import time
 
     deadline = time.monotonic() + 10  # counted after each response is sent
     while time.monotonic() < deadline:
@@ -342,10 +348,33 @@ def test_foreign_tenant_cannot_read_or_delete(http, tenant):
     assert http.get(f"/memory/{memory['id']}", params={"user_id": tenant}).status_code == 200
 
 
-def test_metrics_are_exposed(http):
-    http.get("/health")
-    body = http.get("/metrics").text
-    assert "mnemoflow_http_requests_total" in body
+def _sample(http, name: str, **labels: str) -> float:
+    """One sample of /metrics by name and labels (0 when it has not been exported yet)."""
+    wanted = name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith(wanted + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_metrics_count_requests_by_route_template_and_status(http, tenant):
+    health = {"method": "GET", "route": "/health", "status": "200"}
+    missing = {"method": "GET", "route": "/memory/{memory_id}", "status": "404"}
+    latency = {"method": "GET", "route": "/memory/{memory_id}"}
+    before = (
+        _sample(http, "mnemoflow_http_requests_total", **health),
+        _sample(http, "mnemoflow_http_requests_total", **missing),
+        _sample(http, "mnemoflow_http_request_seconds_count", **latency),
+    )
+    assert http.get("/health").status_code == 200
+    for _ in range(2):
+        assert http.get(f"/memory/{uuid.uuid4()}", params={"user_id": tenant}).status_code == 404
+    after = (
+        _sample(http, "mnemoflow_http_requests_total", **health),
+        _sample(http, "mnemoflow_http_requests_total", **missing),
+        _sample(http, "mnemoflow_http_request_seconds_count", **latency),
+    )
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 2, 2]
 
 
 def _hot_row_hits(http) -> float:

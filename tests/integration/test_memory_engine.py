@@ -635,3 +635,45 @@ def test_a_store_refuses_vectors_from_another_model(db):
     with db.session() as s:
         rows = s.execute(text("SELECT DISTINCT model, dim FROM sector_models")).all()
     assert rows == [("synthetic-hash-v1", 384)]
+
+
+def test_the_full_text_stage_on_its_own_session_changes_no_answer(db, engine, tenant):
+    for content in (
+        "The harbour ferry leaves at seven from pier four",
+        "Pier four is closed for repairs until March",
+        "I love the smell of the sea at the harbour",
+        "Remember to renew the ferry pass before it expires",
+    ):
+        add(db, engine, tenant, content)
+    now = datetime.now(UTC)  # the same moment for both: recency is part of the score
+    with db.session() as s:
+        alone = engine.query(s, tenant, "harbour ferry pier", k=4, filters=QueryFilters(min_score=0), now=now)
+    with db.session() as s:
+        beside = engine.query(
+            s, tenant, "harbour ferry pier", k=4, filters=QueryFilters(min_score=0), now=now, side_session=db.session
+        )
+    assert [(c.id, c.score, c.lexical_rank) for c, _ in beside.matches] == [
+        (c.id, c.score, c.lexical_rank) for c, _ in alone.matches
+    ]
+    assert beside.matches[0][0].lexical_rank == 1
+    assert "lexical_wait" in beside.timings_ms and "lexical_wait" not in alone.timings_ms
+    for outcome in (alone, beside):
+        stages = {k: v for k, v in outcome.timings_ms.items() if k != "total"}
+        assert {"embed", "lexical", "dense", "fetch", "score", "payload"} <= set(stages)
+        assert outcome.timings_ms["total"] > 0
+    # one after the other, the stages add up to the total
+    assert sum(v for k, v in alone.timings_ms.items() if k != "total") == pytest.approx(
+        alone.timings_ms["total"], abs=0.01
+    )
+    # the model calls come back for the caller to log (the synthetic model has no cache: one call each time)
+    assert [(c.status, c.item_count) for c in beside.embed_calls] == [("completed", 1)]
+
+
+def test_a_failing_full_text_stage_fails_the_query_beside_it(db, engine, tenant):
+    add(db, engine, tenant, "A memory to find")
+
+    def broken_session():
+        raise RuntimeError("no second connection")
+
+    with db.session() as s, pytest.raises(RuntimeError, match="no second connection"):
+        engine.query(s, tenant, "memory", k=3, filters=QueryFilters(), side_session=broken_session)

@@ -76,9 +76,11 @@ def query_memories(
                 token_budget=body.token_budget,
                 diversity=body.diversity,
                 recency_weight=body.recency_weight,
+                side_session=state.db.session,
             )
-    finally:
+    except BaseException:
         query_finished(state.redis, active)
+        raise
     matches = [
         QueryMatch(
             id=c.id,
@@ -113,28 +115,26 @@ def query_memories(
     metrics.TENANT_QUERIES.labels(
         tenant=metrics.tenant_label(user_id, settings.metrics_max_tenants), outcome=result
     ).inc()
-    background.add_task(retrieval_stats.record, state.redis, user_id, result)
     reinforce = body.reinforce and settings.decay_reinforce_on_query and bool(outcome.reinforce_ids)
     regenerate = (
         body.reinforce
         and settings.regeneration_enabled
         and any(row["compression"] != "full" for _, row in outcome.matches)
     )
-    if reinforce or regenerate:
-        # Enqueued after the response is sent: reinforcement and regeneration never add to the query's latency.
-        background.add_task(
-            _send,
-            state,
-            TaskName.REINFORCE_HITS,
-            kwargs={
-                "event_id": f"query:{uuid.uuid4()}",
-                "user_id": user_id,
-                "memory_ids": [str(i) for i in outcome.reinforce_ids],
-                "traversed": [[str(a), str(b)] for a, b in outcome.traversed],
-                "reinforce": reinforce,
-                "regenerate": regenerate,
-            },
-        )
+    reinforcement = (
+        {
+            "event_id": f"query:{uuid.uuid4()}",
+            "user_id": user_id,
+            "memory_ids": [str(i) for i in outcome.reinforce_ids],
+            "traversed": [[str(a), str(b)] for a, b in outcome.traversed],
+            "reinforce": reinforce,
+            "regenerate": regenerate,
+        }
+        if reinforce or regenerate
+        else None
+    )
+    # The bookkeeping waits until the response is sent: none of it adds to the query's latency.
+    background.add_task(_after_query, state, active, user_id, result, outcome.embed_calls, reinforcement)
     return QueryResponse(
         query=body.query,
         matches=matches,
@@ -293,6 +293,29 @@ def delete_memory(memory_id: uuid.UUID, state: StateDep, principal: PrincipalDep
 def _check_sector(sector: str) -> None:
     if sector not in sector_rules.SECTORS:
         raise InvalidInput(f"unknown sector {sector!r}; expected one of {', '.join(sector_rules.SECTORS)}")
+
+
+def _after_query(
+    state: Any,
+    active: str | None,
+    user_id: str,
+    result: str,
+    calls: list[Any],
+    reinforcement: dict[str, Any] | None,
+) -> None:
+    """After a query's response: it stops counting as active, its outcome is counted for the tenant, its
+    reinforcement (and regeneration) is enqueued, its model calls go to embed_logs. Each step survives the
+    others' failures: an outage costs that step only."""
+    query_finished(state.redis, active)
+    retrieval_stats.record(state.redis, user_id, result)
+    if reinforcement is not None:
+        _send(state, TaskName.REINFORCE_HITS, kwargs=reinforcement)
+    if calls:
+        try:
+            with state.db.session() as session:
+                state.engine.log_query_calls(session, calls)
+        except Exception as exc:
+            log.warning("could not log %d query embedding call(s): %s", len(calls), exc)
 
 
 def _send(state: Any, name: str, *, kwargs: dict[str, Any], queue: str | None = None) -> None:

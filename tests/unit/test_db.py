@@ -1,0 +1,16 @@
+"""How the query path's reads are handed to psycopg."""
+
+from __future__ import annotations
+
+from shared.db import _driver_sql
+
+
+def test_binds_become_binary_placeholders_and_casts_stay():
+    sql = "SELECT v.embedding::vector(384) <=> CAST(:q AS vector(384)) FROM t WHERE id = ANY(CAST(:ids AS uuid[]))"
+    assert _driver_sql(sql) == (
+        "SELECT v.embedding::vector(384) <=> CAST(%(q)b AS vector(384)) FROM t WHERE id = ANY(CAST(%(ids)b AS uuid[]))"
+    )
+
+
+def test_a_literal_percent_is_escaped_and_names_inside_words_are_not_binds():
+    assert _driver_sql("SELECT 'a%b' LIKE x, t.col:bad, :user_id") == "SELECT 'a%%b' LIKE x, t.col:bad, %(user_id)b"
