@@ -4,9 +4,10 @@
 
 The memories are stored through the engine (fresh vectors, no HNSW index, no links: this stage needs
 neither) and counted into the BM25 statistics; then the same 300 questions as `bench.query` are asked
-directly (no HTTP), first with no selection budget (every rare term selects: the baseline), then with
-the configured `lexical_select_budget`, two rounds each. Prints p50/p95/p99, the mean number of
-candidates, and the p95 ratio to the baseline.
+directly (no HTTP), first with no selection budget and no rescore window (every rare term selects,
+every match is scored with term frequency: the baseline), then with the configured
+`lexical_select_budget`, then with it and the `lexical_rescore_window`, two rounds each. Prints
+p50/p95/p99, the mean number of candidates, and the p95 ratio to the baseline.
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ def main() -> None:
         print(f"stored and counted {args.size:,} memories in {seconds:.0f} s", flush=True)
         qs = questions(texts, args.queries)
         variants = {
-            "baseline: no selection budget": dataclasses.replace(engine.lexical, select_budget=0),
-            f"ours: select budget {engine.lexical.select_budget:,}": engine.lexical,
+            "baseline: no selection budget": dataclasses.replace(engine.lexical, select_budget=0, rescore_window=0),
+            f"select budget {engine.lexical.select_budget:,}": dataclasses.replace(engine.lexical, rescore_window=0),
+            f"ours: + rescore window {engine.lexical.rescore_window:,}": engine.lexical,
         }
         results: dict[str, list[float]] = {name: [] for name in variants}
         for round_ in (1, 2):
@@ -93,7 +95,7 @@ def main() -> None:
     for name, samples in results.items():
         p = percentiles(samples)
         print(
-            f"  {name:<34} p50 {p['p50']:6.1f}  p95 {p['p95']:6.1f}  p99 {p['p99']:6.1f} ms  "
+            f"  {name:<38} p50 {p['p50']:6.1f}  p95 {p['p95']:6.1f}  p99 {p['p99']:6.1f} ms  "
             f"p95 ratio {p['p95'] / base['p95']:.2f}"
         )
 

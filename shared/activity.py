@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 
 import redis
 
@@ -30,12 +31,18 @@ def query_started(client: redis.Redis, ttl_seconds: float) -> str | None:
 
 
 def query_finished(client: redis.Redis, token: str | None) -> None:
-    if token is None:
+    queries_finished(client, [token])
+
+
+def queries_finished(client: redis.Redis, tokens: Sequence[str | None]) -> None:
+    """Uncount queries (the tokens `query_started` gave; None for the ones it could not count)."""
+    counted = [token for token in tokens if token is not None]
+    if not counted:
         return
     try:
-        client.zrem(ACTIVE_QUERIES_KEY, token)
+        client.zrem(ACTIVE_QUERIES_KEY, *counted)
     except redis.RedisError as exc:
-        log.debug("cannot uncount an active query: %s", exc)
+        log.debug("cannot uncount %d active queries: %s", len(counted), exc)
 
 
 def active_queries(client: redis.Redis) -> int:

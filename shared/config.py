@@ -142,6 +142,9 @@ class Settings(BaseSettings):
     # The full-text stage runs on a second connection beside embedding and the dense search (the gateway's
     # queries); its threads, per process. 0 runs the stages one after the other on one connection.
     query_parallel_threads: int = Field(default=16, ge=0, le=256)
+    # A query's bookkeeping (active-query count, outcome stats, reinforcement task, embed log lines) is done
+    # after its response by one thread per gateway, gathering what came in over this many milliseconds.
+    query_aftermath_interval_ms: int = Field(default=100, ge=1, le=10_000)
     # kNN always returns neighbours; below this cosine a "neighbour" is noise, not a dense hit.
     dense_min_similarity: float = Field(default=0.05, ge=-1.0, le=1.0)
     rrf_k: int = Field(default=60, ge=1)
@@ -175,6 +178,9 @@ class Settings(BaseSettings):
     # Of the rare terms, the rarest select candidates while their document frequencies add up to at most
     # this (the rest only score): bounds the rows a query scores in a large store; 0 = no limit.
     lexical_select_budget: int = Field(default=20_000, ge=0)
+    # When more memories than this may match, they are ranked first by BM25 counting each term once (cheap),
+    # and only this many best are scored with term frequency; 0 = score every match with it.
+    lexical_rescore_window: int = Field(default=1_000, ge=0)
 
     # Waypoints (architecture seed)
     waypoint_threshold: float = Field(default=0.75, ge=0.0, le=1.0)

@@ -124,6 +124,7 @@ class MemoryEngine:
             common_min_df=settings.lexical_common_min_df,
             term_frequency=settings.bm25_term_frequency,
             select_budget=settings.lexical_select_budget,
+            rescore_window=settings.lexical_rescore_window,
         )
         # Threads for the full-text stage of queries given a second session (created when first needed).
         self._side = (

@@ -10,6 +10,7 @@ and the stats cover a rolling window; Prometheus counters carry the same per ten
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,15 +35,24 @@ def _key(tenant: str, day: datetime) -> str:
 
 def record(client: redis.Redis, tenant: str, result: str, *, now: datetime | None = None) -> None:
     """Count one query's outcome for its tenant (never fails the caller)."""
-    key = _key(tenant, now or datetime.now(UTC))
+    record_many(client, {(tenant, result): 1}, now=now)
+
+
+def record_many(client: redis.Redis, counts: Mapping[tuple[str, str], int], *, now: datetime | None = None) -> None:
+    """Count queries' outcomes, {(tenant, outcome): queries}, in one round trip (never fails the caller)."""
+    if not counts:
+        return
+    day = now or datetime.now(UTC)
     try:
         with client.pipeline(transaction=False) as pipe:
-            pipe.hincrby(key, "queries", 1)
-            pipe.hincrby(key, result, 1)
-            pipe.expire(key, RETENTION_DAYS * 86400)
+            for (tenant, result), n in counts.items():
+                key = _key(tenant, day)
+                pipe.hincrby(key, "queries", n)
+                pipe.hincrby(key, result, n)
+                pipe.expire(key, RETENTION_DAYS * 86400)
             pipe.execute()
     except redis.RedisError as exc:
-        log.debug("cannot count a query outcome: %s", exc)
+        log.debug("cannot count %d query outcomes: %s", sum(counts.values()), exc)
 
 
 def summary(client: redis.Redis, tenant: str, *, days: int = 7, now: datetime | None = None) -> dict[str, Any]:

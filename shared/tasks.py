@@ -30,6 +30,7 @@ def embed_queue(sector: str) -> str:
 class TaskName(StrEnum):
     STORE_CHUNK = "mnemoflow.memory.store_chunk"
     REINFORCE_HITS = "mnemoflow.memory.reinforce_hits"
+    REINFORCE_BATCH = "mnemoflow.memory.reinforce_batch"
     SWEEP_JOBS = "mnemoflow.jobs.sweep"
     PRUNE_WAYPOINTS = "mnemoflow.waypoints.prune"
     MERGE_FRESH = "mnemoflow.vectors.merge_fresh"
@@ -44,6 +45,7 @@ class TaskName(StrEnum):
 # Where a task goes when the caller does not say (sector tasks always name their queue).
 DEFAULT_QUEUE: dict[str, str] = {  # values are Queue members (str)
     TaskName.REINFORCE_HITS: Queue.MAINTENANCE,
+    TaskName.REINFORCE_BATCH: Queue.MAINTENANCE,
     TaskName.SWEEP_JOBS: Queue.MAINTENANCE,
     TaskName.PRUNE_WAYPOINTS: Queue.MAINTENANCE,
     TaskName.MERGE_FRESH: Queue.MAINTENANCE,

@@ -238,6 +238,14 @@ def reinforce_hits(
     return {"event_id": event_id, "applied": applied, "regenerated": [str(i) for i in regenerated]}
 
 
+@app.task(name=TaskName.REINFORCE_BATCH)
+def reinforce_batch(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The after-effects of several queries, as a gateway gathers them: each event applied once, as
+    `reinforce_hits` applies one (a redelivered batch skips the events it already applied)."""
+    results = [reinforce_hits(**event) for event in events]
+    return {"events": len(events), "applied": sum(1 for r in results if r["applied"])}
+
+
 def decay_cycle_runner() -> DecayCycle:
     db, engine = context()
     client = redis_client()

@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway import metrics
+from services.gateway.aftermath import QueryAftermath, write_batch
 from services.gateway.errors import error_body, install_error_handlers
 from services.gateway.routers import documents, ingest, maintenance, memory, system
 from services.gateway.state import GatewayState
@@ -140,6 +141,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
         row_ttl = settings.hot_row_cache_ttl_seconds
         row_cache = HotRowCache(redis_client, ttl_seconds=row_ttl) if row_ttl else None
+        aftermath = QueryAftermath(  # writes through the state below, which holds it
+            lambda batch: write_batch(app.state.mnemoflow, batch), interval=settings.query_aftermath_interval_ms / 1000
+        )
         app.state.mnemoflow = GatewayState(
             settings=settings,
             db=db,
@@ -152,6 +156,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ),
             redis=redis_client,
             celery=make_celery(settings, "mnemoflow.gateway"),
+            aftermath=aftermath,
         )
         document_counts = metrics.DocumentsCollector(db)
         REGISTRY.register(document_counts)
@@ -162,6 +167,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            aftermath.close()  # the last queries' bookkeeping, before the connections go
             REGISTRY.unregister(document_counts)
             if cache_counts:
                 REGISTRY.unregister(cache_counts)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
+from services.gateway.aftermath import QueryAftermath
 from shared.config import Settings
 from shared.db import Database
 from shared.memory_service import MemoryEngine
@@ -19,3 +20,4 @@ class GatewayState:
     engine: MemoryEngine
     redis: redis.Redis
     celery: Celery
+    aftermath: QueryAftermath  # a query's bookkeeping after its response

@@ -604,6 +604,7 @@ class LexicalParams:
     common_min_df: int
     term_frequency: bool = True
     select_budget: int = 0  # 0: no limit
+    rescore_window: int = 0  # 0: every match scored with term frequency
 
 
 def select_terms(terms: Sequence[str], df: Mapping[str, int], *, budget: int) -> list[str]:
@@ -661,6 +662,7 @@ def lexical_candidates(
     rare = select_terms([t for t in lexemes if df.get(t, 0) <= common_df], df, budget=params.select_budget)
     if rare:
         selector = " | ".join(_tsquery_literal(t) for t in rare)
+        may_match = sum(df.get(t, 0) for t in rare)  # at most
     else:  # every term is common: the memories with all of them are the candidates
         # A term in most memories narrows nothing but costs its whole posting list; and when all of them
         # together would still match more memories than the budget (if they occur independently), the words
@@ -670,29 +672,39 @@ def lexical_candidates(
         if params.select_budget and expected > params.select_budget:
             return []
         selector = " & ".join(_tsquery_literal(t) for t in narrowing)
+        may_match = min(df.get(t, 0) for t in narrowing)
 
     clause, filter_params = where.sql("m")
     norm = "(:k1 * (1 - :b + :b * length(m.search) / CAST(:avg_length AS double precision)))"
+    # A matched term counted once: cheap (a lookup per term), and the score itself for memories that say
+    # each query word once.
+    terms = " + ".join(
+        f"CASE WHEN m.search @@ CAST(:t{i} AS tsquery) THEN :idf{i} ELSE 0 END" for i in range(len(lexemes))
+    )
+    once_sql = f"({terms}) * (:k1 + 1) / (1 + {norm})"
+    bind: dict[str, Any] = {f"t{i}": _tsquery_literal(t) for i, t in enumerate(lexemes)}
+    bind |= {f"idf{i}": idf[t] for i, t in enumerate(lexemes)}
+    matching = f"""SELECT m.id, m.search FROM memories m
+            WHERE m.user_id = :user_id AND m.search @@ CAST(:selector AS tsquery){clause}"""
     if params.term_frequency:
         # tf = the lexeme's positions in the memory (content, summary and tags), saturated by k1
         score_sql = f"""(SELECT COALESCE(sum(q.idf * t.tf * (:k1 + 1) / (t.tf + {norm})), 0)
                  FROM (SELECT u.lexeme, COALESCE(cardinality(u.positions), 1) AS tf FROM unnest(m.search) u) t
                  JOIN unnest(CAST(:lexemes AS text[]), CAST(:idfs AS double precision[])) AS q(lexeme, idf)
                  ON q.lexeme = t.lexeme)"""
-        bind: dict[str, Any] = {"lexemes": lexemes, "idfs": [idf[t] for t in lexemes]}
-    else:  # a matched term counts once (cheaper; the same for memories that say each word once)
-        terms = " + ".join(
-            f"CASE WHEN m.search @@ CAST(:t{i} AS tsquery) THEN :idf{i} ELSE 0 END" for i in range(len(lexemes))
-        )
-        score_sql = f"({terms}) * (:k1 + 1) / (1 + {norm})"
-        bind = {f"t{i}": _tsquery_literal(t) for i, t in enumerate(lexemes)}
-        bind |= {f"idf{i}": idf[t] for i, t in enumerate(lexemes)}
+        bind |= {"lexemes": lexemes, "idfs": [idf[t] for t in lexemes]}
+        # Term frequency costs a walk through each memory's lexemes (~5 us a row here): when more memories
+        # than the window may match, the window's best by the count-once score are the ones scored with it.
+        if params.rescore_window and may_match > params.rescore_window:
+            matching = f"""SELECT * FROM ({matching} ORDER BY {once_sql} DESC, m.id LIMIT :window) AS m"""
+            bind["window"] = params.rescore_window
+    else:
+        score_sql = once_sql
     rows = read_rows(
         session,
         f"""
             SELECT m.id, {score_sql} AS score
-            FROM memories m
-            WHERE m.user_id = :user_id AND m.search @@ CAST(:selector AS tsquery){clause}
+            FROM ({matching}) AS m
             ORDER BY score DESC, m.id
             LIMIT :limit
             """,
@@ -727,23 +739,14 @@ def query_rungs(vector: np.ndarray, ladder: Callable[[int], Sequence[int]]) -> d
     return {dim: full if dim == full.shape[0] else pool_to(full, dim) for dim in ladder(int(full.shape[0]))}
 
 
-def compressed_rungs(
-    session: Session, user_id: str, sectors: Sequence[str], dims: Sequence[int]
-) -> set[tuple[str, int]]:
-    """The (sector, dim) pairs among `dims` on which the tenant has vectors: one probe of a partition's
-    (user_id, dim) index per pair, so a query searches a compressed rung's index only where it can find
-    something. Sector and dim are literals on purpose: with parameters the planner cannot see that a rung
-    is rare and scans."""
-    if not dims:
-        return set()
-    probes = [
-        f"SELECT '{validate_sector(sector)}' AS sector, {int(dim)} AS dim WHERE EXISTS "
-        f"(SELECT 1 FROM memory_vectors_{sector} WHERE user_id = :user_id AND dim = {int(dim)})"
-        for sector in sectors
-        for dim in dims
-    ]
-    rows = read_rows(session, " UNION ALL ".join(probes), {"user_id": user_id})
-    return {(r.sector, int(r.dim)) for r in rows}
+def _rung_present(sector: str, dim: int) -> str:
+    """True when the tenant has vectors of `dim` in `sector`: a probe of the partition's (user_id, dim) index,
+    which PostgreSQL runs once, before the search it guards (a one-time filter), so a compressed rung's
+    index is searched only where it can find something. Sector and dim are literals on purpose: with
+    parameters the planner cannot see that a rung is rare and scans."""
+    return (
+        f"EXISTS (SELECT 1 FROM memory_vectors_{validate_sector(sector)} WHERE user_id = :user_id AND dim = {int(dim)})"
+    )
 
 
 def dense_candidates(
@@ -767,38 +770,35 @@ def dense_candidates(
         return []
     clause, params = where.sql("m")
     filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
-    groups = group_sectors(queries)
-    smaller = {d for query, _ in groups for d in ladder(int(query.vector.shape[0]))[1:]}
-    present = compressed_rungs(session, user_id, list(queries), sorted(smaller)) if smaller else set()
     parts = []
-    for g, (query, sectors) in enumerate(groups):
+    for g, (query, sectors) in enumerate(group_sectors(queries)):
         params[f"model{g}"] = query.model
         for dim, vector in query_rungs(query.vector, ladder).items():
             full = dim == int(query.vector.shape[0])
-            on_rung = sectors if full else [sector for sector in sectors if (sector, dim) in present]
-            if not on_rung:
-                continue
             name = f"q{g}_{dim}"
             distance = f"v.embedding::vector({dim}) <=> CAST(:{name} AS vector({dim}))"
             params[name] = Vector(vector)
-            # Settled rows through each partition's HNSW index (one ordered index scan per sector) ...
-            for sector in on_rung:
+            # Settled rows through each partition's HNSW index (one ordered index scan per sector; a
+            # compressed rung's only where the tenant has vectors on it) ...
+            for sector in sectors:
                 params[f"s_{sector}"] = sector
+                present = "" if full else f" AND {_rung_present(sector, dim)}"
                 parts.append(
                     f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
                          FROM memory_vectors v
                          WHERE v.sector = :s_{sector} AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id
-                           AND v.model = :model{g}{filter_sql}
+                           AND v.model = :model{g}{filter_sql}{present}
                          ORDER BY {distance}
                          LIMIT :limit)"""
                 )
             # ... and the tenant's fresh rows, in all those sectors at once, by exact scan of the fresh index.
-            params[f"fresh{g}_{dim}"] = on_rung
+            params[f"fresh{g}_{dim}"] = sectors
+            present = "" if full else " AND (" + " OR ".join(_rung_present(sector, dim) for sector in sectors) + ")"
             parts.append(
                 f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
                      FROM memory_vectors v
                      WHERE v.sector = ANY(CAST(:fresh{g}_{dim} AS text[])) AND v.dim = {dim} AND NOT v.indexed
-                       AND v.user_id = :user_id AND v.model = :model{g}{filter_sql}
+                       AND v.user_id = :user_id AND v.model = :model{g}{filter_sql}{present}
                      ORDER BY {distance}
                      LIMIT :limit)"""
             )

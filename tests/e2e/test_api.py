@@ -63,6 +63,7 @@ def test_every_model_call_is_logged_and_a_cache_hit_is_not(http, tenant):
         logs = http.get("/maintenance/embed-logs", params={"limit": 1000}).json()
         return [row for row in logs["items"] if row["id"] > before and row["purpose"] in ("add", "query")], logs
 
+    time.sleep(1)  # earlier tests' queries are logged within the gateway's 0.1 s aftermath interval
     before = newest_id()
     question = f"what do the zebras of {tenant} eat?"  # a text no other test asks: not in the cache
     assert http.post("/memory/add", json={"content": f"The zebras of {tenant} eat grass", "user_id": tenant}).is_success
@@ -144,6 +145,29 @@ def test_query_reinforces_hits_through_the_worker(http, tenant, worker):
         time.sleep(0.2)
     assert current["coactivations"] == 1
     assert current["salience"] == pytest.approx(0.7)  # 0.2 + 0.5 (decay seed's query reinforcement)
+
+
+def test_queries_close_together_are_all_reinforced(http, tenant, worker):
+    """The gateway gathers the reinforcement of queries answered close together into one message: each of
+    them is still applied, once."""
+    places = ["pier 9", "shed 4", "dock 2", "slip 7"]
+    ids = [
+        http.post(
+            "/memory/add", json={"content": f"The boat number {i} is moored at {p}", "user_id": tenant, "salience": 0.2}
+        ).json()["id"]
+        for i, p in enumerate(places)
+    ]
+    for i, p in enumerate(places):
+        hits = http.post("/memory/query", json={"query": f"boat number {i} {p}", "user_id": tenant, "k": 1}).json()
+        assert [m["id"] for m in hits["matches"]] == [ids[i]]
+
+    def coactivations() -> list[int]:
+        return [http.get(f"/memory/{i}", params={"user_id": tenant}).json()["coactivations"] for i in ids]
+
+    deadline = time.monotonic() + 30
+    while coactivations() != [1, 1, 1, 1] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert coactivations() == [1, 1, 1, 1]
 
 
 def test_a_read_only_query_reinforces_nothing(http, tenant, worker):

@@ -555,6 +555,31 @@ def test_select_budget_lets_the_rarest_terms_select_and_the_others_only_score(db
     assert store.select_terms(["b", "a"], {"a": 1, "b": 5}, budget=0) == ["b", "a"]
 
 
+def test_beyond_the_rescore_window_the_count_once_score_picks_what_term_frequency_ranks(db, engine, tenant, settings):
+    plain = [add(db, engine, tenant, f"Lantern {word} on the porch")[0] for word in ("red", "tin", "old", "new")]
+    longer = add(db, engine, tenant, "Lantern beside the blue front door")[0]
+    repeated = add(
+        db, engine, tenant, "Lantern lantern lantern lantern lantern by the garden gate near a big oak tree"
+    )[0]
+
+    def lantern(window: int) -> list[tuple[uuid.UUID, float]]:
+        windowed = MemoryEngine(settings.model_copy(update={"lexical_rescore_window": window}), engine.embedder)
+        with db.session() as s:
+            return store.lexical_candidates(
+                s, tenant, "lantern", limit=6, where=store.MemoryFilter(), params=windowed.lexical
+            )
+
+    exact = lantern(0)
+    assert exact[0][0] == repeated["id"]  # five positions of the word outweigh its length
+    assert exact[-1][0] == longer["id"]
+    # 6 memories may match, more than a window of 5: the 5 best by the count-once score (the fewest distinct
+    # words; not the one that says the word five times among eight words) are scored with term frequency
+    windowed = lantern(5)
+    assert {i for i, _ in windowed} == {m["id"] for m in plain} | {longer["id"]}
+    assert dict(windowed) == pytest.approx({i: score for i, score in exact if i != repeated["id"]})
+    assert lantern(6) == exact  # a window as large as the matches changes nothing
+
+
 def test_words_too_common_to_rank_by_give_no_full_text_candidates(db, engine, tenant, settings):
     for i in range(10):
         add(db, engine, tenant, f"Weekly report {i} filed")

@@ -8,9 +8,10 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Query, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from services.gateway import metrics
+from services.gateway.aftermath import QueryRecord
 from services.gateway.deps import PrincipalDep, StateDep
 from shared import retrieval_stats
 from shared import sectors as sector_rules
@@ -54,9 +55,7 @@ def add_memory(body: MemoryAdd, state: StateDep, principal: PrincipalDep) -> Mem
 
 
 @router.post("/query", response_model=QueryResponse, response_model_exclude_none=True)
-def query_memories(
-    body: QueryRequest, state: StateDep, principal: PrincipalDep, background: BackgroundTasks
-) -> QueryResponse:
+def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep) -> QueryResponse:
     """Find the memories that matter for `query`: full-text + vector candidates, waypoints, composite score."""
     settings = state.settings
     user_id = principal.tenant(body.user_id, body.filters.user_id)
@@ -133,8 +132,8 @@ def query_memories(
         if reinforce or regenerate
         else None
     )
-    # The bookkeeping waits until the response is sent: none of it adds to the query's latency.
-    background.add_task(_after_query, state, active, user_id, result, outcome.embed_calls, reinforcement)
+    # The bookkeeping is done after the response, gathered with other queries' (services/gateway/aftermath.py).
+    state.aftermath.add(QueryRecord(active, user_id, result, outcome.embed_calls, reinforcement))
     return QueryResponse(
         query=body.query,
         matches=matches,
@@ -293,29 +292,6 @@ def delete_memory(memory_id: uuid.UUID, state: StateDep, principal: PrincipalDep
 def _check_sector(sector: str) -> None:
     if sector not in sector_rules.SECTORS:
         raise InvalidInput(f"unknown sector {sector!r}; expected one of {', '.join(sector_rules.SECTORS)}")
-
-
-def _after_query(
-    state: Any,
-    active: str | None,
-    user_id: str,
-    result: str,
-    calls: list[Any],
-    reinforcement: dict[str, Any] | None,
-) -> None:
-    """After a query's response: it stops counting as active, its outcome is counted for the tenant, its
-    reinforcement (and regeneration) is enqueued, its model calls go to embed_logs. Each step survives the
-    others' failures: an outage costs that step only."""
-    query_finished(state.redis, active)
-    retrieval_stats.record(state.redis, user_id, result)
-    if reinforcement is not None:
-        _send(state, TaskName.REINFORCE_HITS, kwargs=reinforcement)
-    if calls:
-        try:
-            with state.db.session() as session:
-                state.engine.log_query_calls(session, calls)
-        except Exception as exc:
-            log.warning("could not log %d query embedding call(s): %s", len(calls), exc)
 
 
 def _send(state: Any, name: str, *, kwargs: dict[str, Any], queue: str | None = None) -> None:
