@@ -562,9 +562,8 @@ class MemoryEngine:
         return found, round((time.perf_counter() - started) * 1000, 3)
 
     def log_query_calls(self, session: Session, calls: Sequence[EmbedCall]) -> None:
-        """Record a query's model calls in embed_logs (the gateway does it after answering)."""
-        for call in calls:
-            job_store.log_embedding(session, call, purpose="query", synchronous=False)
+        """Record queries' model calls in embed_logs (the gateway does it after answering, several at once)."""
+        job_store.log_embeddings(session, calls, purpose="query", synchronous=False)
 
     def _hydrate(self, session: Session, user_id: str, rows: Sequence[dict[str, Any]]) -> None:
         """Fill in the payload of lean rows: hot-tier ones from the cache, the rest in one query (then cached)."""

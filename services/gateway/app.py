@@ -127,7 +127,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = Database(create_db_engine(settings, "mnemoflow.gateway"))
+        # a query holds one connection throughout and a second one for its full-text stage
+        db = Database(create_db_engine(settings, "mnemoflow.gateway", pool_size=15))
         embedder = create_embedder(settings)
         sector_embedders = create_sector_embedders(settings, embedder)
         with db.session() as session:

@@ -337,6 +337,20 @@ def log_embedding(
     synchronous=False lets the caller's commit skip waiting for the WAL flush (a query's log line is not
     worth a disk wait on the read path; a crash may lose the last few).
     """
+    log_embeddings(session, [call], purpose=purpose, job_id=job_id, synchronous=synchronous)
+
+
+def log_embeddings(
+    session: Session,
+    calls: Sequence[EmbedCall],
+    *,
+    purpose: str,
+    job_id: uuid.UUID | None = None,
+    synchronous: bool = True,
+) -> None:
+    """Rows of embed_logs for several calls of one purpose, in one statement."""
+    if not calls:
+        return
     if not synchronous:
         session.execute(text("SET LOCAL synchronous_commit = off"))
     session.execute(
@@ -344,16 +358,19 @@ def log_embedding(
             "INSERT INTO embed_logs (provider, model, status, item_count, latency_ms, error, job_id, purpose) "
             "VALUES (:provider, :model, :status, :count, :latency, :error, :job_id, :purpose)"
         ),
-        {
-            "provider": call.provider,
-            "model": call.model,
-            "status": call.status,
-            "count": call.item_count,
-            "latency": call.latency_ms,
-            "error": call.error,
-            "job_id": job_id,
-            "purpose": purpose,
-        },
+        [
+            {
+                "provider": call.provider,
+                "model": call.model,
+                "status": call.status,
+                "count": call.item_count,
+                "latency": call.latency_ms,
+                "error": call.error,
+                "job_id": job_id,
+                "purpose": purpose,
+            }
+            for call in calls
+        ],
     )
 
 
