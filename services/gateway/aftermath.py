@@ -85,7 +85,10 @@ class QueryAftermath:
             try:
                 self._write(Batch.of(records))
             except Exception:  # one failed batch must not stop the thread: the next ones still go out
+                metrics.AFTERMATH_RECORDS.labels(outcome="failed").inc(len(records))
                 log.exception("could not write the bookkeeping of %d queries", len(records))
+            else:
+                metrics.AFTERMATH_RECORDS.labels(outcome="written").inc(len(records))
         return len(records)
 
     def close(self, timeout: float = 10.0) -> None:

@@ -27,6 +27,12 @@ QUERY_MATCHES = Histogram(
     "mnemoflow_query_matches", "Matches returned per query", buckets=(0, 1, 2, 4, 8, 16, 32, 64, 128, 200)
 )
 JOBS_ENQUEUED = Counter("mnemoflow_jobs_enqueued_total", "Jobs accepted", ["kind"])
+AFTERMATH_RECORDS = Counter(
+    "mnemoflow_query_aftermath_records_total",
+    "Queries whose bookkeeping (active count, stats, reinforcement, embed log) was written after the response, "
+    "in batches; outcome failed: a batch that raised (its reinforcement and log lines are lost)",
+    ["outcome"],
+)
 ENQUEUE_FAILURES = Counter(
     "mnemoflow_enqueue_failures_total",
     "Tasks that could not be sent to the broker (the sweeper re-sends them)",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+from prometheus_client import REGISTRY
+
 from services.gateway.aftermath import Batch, QueryAftermath, QueryRecord
 
 
@@ -52,7 +54,12 @@ def test_a_full_buffer_is_written_at_once():
     aftermath.close()
 
 
+def _counted(outcome: str) -> float:
+    return REGISTRY.get_sample_value("mnemoflow_query_aftermath_records_total", {"outcome": outcome}) or 0.0
+
+
 def test_a_failing_write_loses_that_batch_only():
+    before = {outcome: _counted(outcome) for outcome in ("written", "failed")}
     written: list[Batch] = []
     failed = threading.Event()
 
@@ -68,3 +75,4 @@ def test_a_failing_write_loses_that_batch_only():
     aftermath.add(_record(2))
     aftermath.close()
     assert [b.events for b in written] == [[{"event_id": "query:2"}]]
+    assert (_counted("written") - before["written"], _counted("failed") - before["failed"]) == (1, 1)
