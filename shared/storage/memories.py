@@ -99,7 +99,8 @@ class MemoryFilter:
 
 
 def row_to_dict(row: Any) -> dict[str, Any]:
-    data = dict(row._mapping)
+    """A memory row (SQLAlchemy's, or a dict from `read_rows`) as the API names its fields."""
+    data = dict(getattr(row, "_mapping", row))
     if "meta" in data:
         data["metadata"] = data.pop("meta") or {}
     return data
@@ -912,12 +913,12 @@ def fetch_payloads(session: Session, user_id: str, memory_ids: Sequence[uuid.UUI
         return {}
     rows = read_rows(
         session,
-        "SELECT id, content, summary, meta AS metadata, document_id FROM memories "
+        "SELECT id, content, summary, meta, document_id FROM memories "
         "WHERE id = ANY(CAST(:ids AS uuid[])) AND user_id = :user_id",
         {"ids": list(memory_ids), "user_id": user_id},
         as_dicts=True,
     )
-    return {row["id"]: row | {"metadata": row["metadata"] or {}} for row in rows}
+    return {row["id"]: row_to_dict(row) for row in rows}
 
 
 def merge_fresh_vectors(session: Session, *, limit: int) -> tuple[int, dict[str, list[uuid.UUID]]]:
