@@ -15,7 +15,7 @@ from pathlib import Path
 
 from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port, recreate_database
 from infra.migrate import upgrade
-from infra.processes import gateway_command, wait_healthy, worker_command
+from infra.processes import gateway_command, wait_for_worker, wait_healthy, worker_command
 from shared.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,7 +152,11 @@ def plain_dsn(url: str) -> str:
 
 @contextlib.contextmanager
 def stack(database_url: str, redis_url: str, *, concurrency: int = 2, log_dir: Path | None = None) -> Iterator[str]:
-    """Gateway + one worker on every queue, as child processes; yields the gateway URL."""
+    """Gateway + one worker on every queue, as child processes; yields the gateway URL once both are ready.
+
+    Ready means the worker answers a ping, too: a worker still starting (imports, forking its pool) takes the
+    CPU for seconds, and a measurement begun meanwhile measured that (the first ~150 queries at 100k ran at
+    twice the steady latency)."""
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="mnemoflow-bench-logs-"))
     env = dict(
         os.environ,
@@ -163,10 +167,14 @@ def stack(database_url: str, redis_url: str, *, concurrency: int = 2, log_dir: P
     )
     env.setdefault("MNEMOFLOW_EMBEDDING_PROVIDER", "synthetic")  # pure-throughput figures unless asked
     port = free_port()
+    worker_name = f"bench-{port}"
     procs = []
     try:
         for name, args in (
-            ("worker", worker_command(concurrency=concurrency, log_level="WARNING", quiet_startup=True)),
+            (
+                "worker",
+                worker_command(concurrency=concurrency, name=worker_name, log_level="WARNING", quiet_startup=True),
+            ),
             ("gateway", gateway_command(host="127.0.0.1", port=port, log_level="warning")),
         ):
             log = open(log_dir / f"{name}.log", "wb")  # noqa: SIM115
@@ -175,6 +183,12 @@ def stack(database_url: str, redis_url: str, *, concurrency: int = 2, log_dir: P
             )
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, procs[-1], log_path=log_dir / "gateway.log")
+        wait_for_worker(
+            Settings(database_url=database_url, redis_url=redis_url),
+            worker_name,
+            procs[0],
+            log_path=log_dir / "worker.log",
+        )
         yield url
     finally:
         for proc in procs:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 
+from shared.config import Settings
 from shared.tasks import ALL_QUEUES
 
 
@@ -71,3 +72,32 @@ def wait_healthy(
         time.sleep(0.2)
     tail = log_path.read_text()[-3000:] if log_path and log_path.exists() else ""
     raise RuntimeError(f"{url} did not become healthy within {timeout:.0f}s\n{tail}")
+
+
+def wait_for_worker(
+    settings: Settings,
+    name: str,
+    proc: subprocess.Popen[bytes] | None = None,
+    *,
+    timeout: float = 60.0,
+    log_path: Path | None = None,
+) -> None:
+    """Block until the worker named `name` answers a broadcast ping (its pool is forked and consuming); fail
+    early, with the log's tail, if the process exits."""
+    from shared.queueing import make_celery
+
+    def tail() -> str:
+        return log_path.read_text()[-3000:] if log_path and log_path.exists() else ""
+
+    app = make_celery(settings, "mnemoflow.launcher")
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"the worker exited with code {proc.returncode}:\n{tail()}")
+            replies = app.control.ping(timeout=1.0) or []
+            if any(name in next(iter(reply)) for reply in replies):
+                return
+        raise RuntimeError(f"the worker {name} did not answer within {timeout:.0f} s:\n{tail()}")
+    finally:
+        app.close()

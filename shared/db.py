@@ -6,12 +6,13 @@ import contextlib
 import functools
 import logging
 import re
+import select
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row, namedtuple_row
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from shared.config import Settings, normalize_database_url
@@ -27,10 +28,14 @@ def create_db_engine(settings: Settings, application_name: str, *, pool_size: in
         normalize_database_url(settings.database_url),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         pool_recycle=1800,
+        # The most recently used connection first: a few stay busy with warm backend caches and prepared
+        # statements (psycopg prepares a statement on its fifth run on a connection); in FIFO order a query
+        # went round all of them, and on each its statements ran unprepared and its backend's caches cold.
+        pool_use_lifo=True,
         connect_args={"application_name": application_name},
     )
+    event.listen(engine, "checkout", _check_alive)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):
@@ -47,12 +52,46 @@ def create_db_engine(settings: Settings, application_name: str, *, pool_size: in
     return engine
 
 
+def _check_alive(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """Discard a pooled connection the server has closed, without a round trip (SQLAlchemy's `pool_pre_ping`
+    costs a `SELECT 1` on every checkout: two of a query's round trips were these pings).
+
+    An idle connection's socket has nothing to read unless the server wrote to it, and a server that ends a
+    session (restart, `pg_terminate_backend`, idle timeout) writes its farewell and closes: a readable socket
+    means the connection is gone. SQLAlchemy then connects afresh. A half-open connection nobody closed is
+    found by neither check before it is used; the error of that query invalidates the pool."""
+    if dbapi_connection.closed or dbapi_connection.broken:
+        raise exc.DisconnectionError("the connection is closed")
+    try:
+        fd = dbapi_connection.fileno()
+    except Exception as error:  # a closed connection has no socket
+        raise exc.DisconnectionError(str(error)) from error
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    if poller.poll(0):
+        raise exc.DisconnectionError("the server closed the connection (the socket is readable while idle)")
+
+
 class Database:
     """The engine and session factory of one process."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._sessions = sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
+        # Reads that need no transaction: in READ COMMITTED every statement takes its own snapshot either way,
+        # so BEGIN and COMMIT would be two round trips that change nothing.
+        self._readers = sessionmaker(
+            bind=engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False, autoflush=False
+        )
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A session for reads only, each statement on its own (autocommit): the query path's."""
+        session = self._readers()
+        try:
+            yield session
+        finally:
+            session.close()
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Session]:

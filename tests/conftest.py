@@ -22,7 +22,7 @@ import pytest
 
 from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port, recreate_database
 from infra.migrate import upgrade
-from infra.processes import gateway_command, wait_healthy, worker_command
+from infra.processes import gateway_command, wait_for_worker, wait_healthy, worker_command
 from shared.config import Settings
 from shared.tasks import ALL_QUEUES
 
@@ -149,32 +149,12 @@ def worker_args(name: str, queues: tuple[str, ...] = ALL_QUEUES, concurrency: in
     return worker_command(concurrency=concurrency, name=name, queues=queues, quiet_startup=True)
 
 
-def wait_for_worker(
-    settings: Settings, name: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float = 60
-) -> None:
-    """Block until the named worker answers a broadcast ping."""
-    from shared.queueing import make_celery
-
-    app = make_celery(settings, "mnemoflow.tests")
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"worker exited early:\n{log_path.read_text()[-3000:]}")
-            replies = app.control.ping(timeout=1.0) or []
-            if any(name in next(iter(r)) for r in replies):
-                return
-        raise RuntimeError(f"worker {name} did not answer within {timeout}s:\n{log_path.read_text()[-3000:]}")
-    finally:
-        app.close()
-
-
 @pytest.fixture(scope="session")
 def worker(servers: dict[str, str], settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A real `celery worker` process consuming every queue."""
     log_path = tmp_path_factory.mktemp("logs") / "worker.log"
     with running(worker_args("tests-all"), service_env(servers), log_path) as proc:
-        wait_for_worker(settings, "tests-all", proc, log_path)
+        wait_for_worker(settings, "tests-all", proc, log_path=log_path)
         yield proc
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -164,6 +165,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         cache_counts = metrics.HotRowCacheCollector(row_cache) if row_cache else None
         if cache_counts:
             REGISTRY.register(cache_counts)
+        # What start-up built lives as long as the process: out of the collector's sight, a full collection
+        # scans only what requests leave behind (measured: one full collection stalled a query 40 ms).
+        gc.freeze()
         log.info("gateway ready (version %s)", __version__)
         try:
             yield

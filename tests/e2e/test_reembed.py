@@ -42,7 +42,7 @@ def test_a_store_moves_to_another_model_on_the_sector_queues(make_store, servers
     name = f"reembed-{uuid.uuid4().hex[:6]}"
     worker_log = tmp_path / "worker.log"
     with running(worker_args(name, concurrency=2), env, worker_log) as worker:
-        wait_for_worker(settings.model_copy(update={"redis_url": broker}), name, worker, worker_log)
+        wait_for_worker(settings.model_copy(update={"redis_url": broker}), name, worker, log_path=worker_log)
         old_gateway, base = gateway(servers, env, tmp_path, "gateway-old")
         try:
             tenant = httpx.Client(base_url=base, headers={"x-api-key": TENANT_KEY}, timeout=60)

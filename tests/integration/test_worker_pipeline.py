@@ -73,7 +73,7 @@ def test_a_worker_killed_mid_chunk_loses_and_duplicates_nothing(db, servers, set
     items = [{"content": f"Telemetry sample {i} from sensor {i % 97} at dawn"} for i in range(4000)]
     job_id = make_job(db, tenant, items)
     with running(worker_args(name, concurrency=1), service_env(servers, REDIS_URL=broker), log_path) as proc:
-        wait_for_worker(isolated, name, proc, log_path)
+        wait_for_worker(isolated, name, proc, log_path=log_path)
         app = make_celery(isolated, "tests.kill")
         try:
             app.send_task(TaskName.STORE_CHUNK, kwargs={"job_id": str(job_id), "seq": 0}, queue=embed_queue("semantic"))
@@ -118,7 +118,7 @@ def test_an_external_redis_server_carries_the_queues(db, servers, settings, tena
     env = service_env(servers, REDIS_URL=redis_url)
     log_path = tmp_path / "worker.log"
     with running(worker_args(name, concurrency=1), env, log_path) as proc:
-        wait_for_worker(external, name, proc, log_path)
+        wait_for_worker(external, name, proc, log_path=log_path)
         job_id = make_job(db, tenant, [{"content": f"Carried by system Redis {i}"} for i in range(10)])
         app = make_celery(external, "tests.external")
         try:

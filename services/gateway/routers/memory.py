@@ -64,7 +64,7 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
         raise InvalidInput(f"k={k} is above the maximum of {settings.max_k}")
     active = query_started(state.redis, settings.active_query_ttl_seconds)  # the decay cycle waits for us
     try:
-        with state.db.session() as session:
+        with state.db.reading() as session:
             outcome = state.engine.query(
                 session,
                 user_id,
@@ -75,7 +75,7 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
                 token_budget=body.token_budget,
                 diversity=body.diversity,
                 recency_weight=body.recency_weight,
-                side_session=state.db.session,
+                side_session=state.db.reading,
             )
     except BaseException:
         query_finished(state.redis, active)
