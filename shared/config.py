@@ -179,7 +179,8 @@ class Settings(BaseSettings):
     # this (the rest only score): bounds the rows a query scores in a large store; 0 = no limit.
     lexical_select_budget: int = Field(default=20_000, ge=0)
     # When more memories than this may match, they are ranked first by BM25 counting each term once (cheap),
-    # and only this many best are scored with term frequency; 0 = score every match with it.
+    # and only this many best are scored with term frequency; 0 = score every match with it. When every
+    # query term is common, the memories with all of them are candidates only up to this many.
     lexical_rescore_window: int = Field(default=1_000, ge=0)
 
     # Waypoints (architecture seed)

@@ -586,9 +586,9 @@ def test_words_too_common_to_rank_by_give_no_full_text_candidates(db, engine, te
     for i in range(4):
         add(db, engine, tenant, f"Monthly report {i} filed")
 
-    def hits(budget):
+    def hits(window):
         common = settings.model_copy(
-            update={"lexical_common_ratio": 0.1, "lexical_common_min_df": 0, "lexical_select_budget": budget}
+            update={"lexical_common_ratio": 0.1, "lexical_common_min_df": 0, "lexical_rescore_window": window}
         )
         with db.session() as s:
             found = store.lexical_candidates(
@@ -604,8 +604,37 @@ def test_words_too_common_to_rank_by_give_no_full_text_candidates(db, engine, te
     # both words are common; "report" is in every memory, so only "monthly" narrows: 14 x 4/14 = 4 expected
     contents, found = hits(4)
     assert contents == {f"Monthly report {i} filed" for i in range(4)} and all(score > 0 for _, score in found)
-    assert hits(3)[1] == []  # more expected than the budget: no full-text candidates at all
-    assert len(hits(0)[1]) == 4  # no budget: no limit
+    assert hits(3)[1] == []  # more expected than the window scores: no full-text candidates at all
+    assert len(hits(0)[1]) == 4  # no window: the select budget (20,000) is the limit
+
+
+def test_words_that_go_together_read_at_most_a_window_of_their_matches(db, engine, tenant, settings):
+    for i in range(12):
+        add(db, engine, tenant, f"Invoice backlog {i} reviewed")
+        add(db, engine, tenant, f"Garden fence {i} painted")
+
+    def hits(window):
+        common = settings.model_copy(
+            update={"lexical_common_ratio": 0.1, "lexical_common_min_df": 0, "lexical_rescore_window": window}
+        )
+        with db.session() as s:
+            found = store.lexical_candidates(
+                s,
+                tenant,
+                "invoice backlog",
+                limit=20,
+                where=store.MemoryFilter(),
+                params=MemoryEngine(common, engine.embedder).lexical,
+            )
+        return {row.content for row in _contents(db, [i for i, _ in found])}
+
+    invoices = {f"Invoice backlog {i} reviewed" for i in range(12)}
+    # Both words are in half the memories: 24 x 1/2 x 1/2 = 6 expected together, within a window of 8; the
+    # phrase is in 12. Only 8 of them are read and ranked.
+    capped = hits(8)
+    assert len(capped) == 8 and capped <= invoices
+    assert hits(12) == invoices  # as many as the window: all read
+    assert hits(0) == invoices  # no window: the select budget (20,000) is the limit
 
 
 def _contents(db, ids):
