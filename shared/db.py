@@ -59,7 +59,8 @@ def _check_alive(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     An idle connection's socket has nothing to read unless the server wrote to it, and a server that ends a
     session (restart, `pg_terminate_backend`, idle timeout) writes its farewell and closes: a readable socket
     means the connection is gone. SQLAlchemy then connects afresh. A half-open connection nobody closed is
-    found by neither check before it is used; the error of that query invalidates the pool."""
+    found by neither check before it is used: that query fails, and the connection, broken by then, is
+    replaced at its next checkout."""
     if dbapi_connection.closed or dbapi_connection.broken:
         raise exc.DisconnectionError("the connection is closed")
     try:

@@ -580,6 +580,18 @@ def test_beyond_the_rescore_window_the_count_once_score_picks_what_term_frequenc
     assert lantern(6) == exact  # a window as large as the matches changes nothing
 
 
+def _common_word_hits(db, engine, tenant, settings, query: str, window: int):
+    """Full-text candidates where a word in a tenth of the memories is common, with this rescore window."""
+    common = settings.model_copy(
+        update={"lexical_common_ratio": 0.1, "lexical_common_min_df": 0, "lexical_rescore_window": window}
+    )
+    with db.session() as s:
+        found = store.lexical_candidates(
+            s, tenant, query, limit=20, where=store.MemoryFilter(), params=MemoryEngine(common, engine.embedder).lexical
+        )
+    return {row.content for row in _contents(db, [i for i, _ in found])}, found
+
+
 def test_words_too_common_to_rank_by_give_no_full_text_candidates(db, engine, tenant, settings):
     for i in range(10):
         add(db, engine, tenant, f"Weekly report {i} filed")
@@ -587,19 +599,7 @@ def test_words_too_common_to_rank_by_give_no_full_text_candidates(db, engine, te
         add(db, engine, tenant, f"Monthly report {i} filed")
 
     def hits(window):
-        common = settings.model_copy(
-            update={"lexical_common_ratio": 0.1, "lexical_common_min_df": 0, "lexical_rescore_window": window}
-        )
-        with db.session() as s:
-            found = store.lexical_candidates(
-                s,
-                tenant,
-                "monthly report",
-                limit=20,
-                where=store.MemoryFilter(),
-                params=MemoryEngine(common, engine.embedder).lexical,
-            )
-        return {row.content for row in _contents(db, [i for i, _ in found])}, found
+        return _common_word_hits(db, engine, tenant, settings, "monthly report", window)
 
     # both words are common; "report" is in every memory, so only "monthly" narrows: 14 x 4/14 = 4 expected
     contents, found = hits(4)
@@ -614,19 +614,7 @@ def test_words_that_go_together_read_at_most_a_window_of_their_matches(db, engin
         add(db, engine, tenant, f"Garden fence {i} painted")
 
     def hits(window):
-        common = settings.model_copy(
-            update={"lexical_common_ratio": 0.1, "lexical_common_min_df": 0, "lexical_rescore_window": window}
-        )
-        with db.session() as s:
-            found = store.lexical_candidates(
-                s,
-                tenant,
-                "invoice backlog",
-                limit=20,
-                where=store.MemoryFilter(),
-                params=MemoryEngine(common, engine.embedder).lexical,
-            )
-        return {row.content for row in _contents(db, [i for i, _ in found])}
+        return _common_word_hits(db, engine, tenant, settings, "invoice backlog", window)[0]
 
     invoices = {f"Invoice backlog {i} reviewed" for i in range(12)}
     # Both words are in half the memories: 24 x 1/2 x 1/2 = 6 expected together, within a window of 8; the
