@@ -123,12 +123,13 @@ def _driver_sql(sql: str) -> str:
 def read_rows(session: Session, sql: str, params: Mapping[str, Any], *, as_dicts: bool = False) -> list[Any]:
     """Run a read of the query path on the session's own connection and transaction, straight through psycopg.
 
-    `sql` is written as for `text()`. Parameters go in binary (a vector as its floats' bytes, ids as 16
-    bytes) and rows come back as named tuples (`as_dicts`: dicts) without SQLAlchemy's statement and result
-    layers: on a query's five round trips those cost about as much Python time as the rest of the query.
+    `sql` is written as for `text()`. Parameters and results go in binary (a vector as its floats' bytes, ids
+    as 16 bytes, arrays without text to parse) and rows come back as named tuples (`as_dicts`: dicts) without
+    SQLAlchemy's statement and result layers: on a query's five round trips those cost about as much Python
+    time as the rest of the query.
     """
     connection = session.connection().connection.driver_connection
     assert connection is not None  # a checked-out connection always has its driver's
     with connection.cursor(row_factory=dict_row if as_dicts else namedtuple_row) as cursor:
-        cursor.execute(_driver_sql(sql), params)
+        cursor.execute(_driver_sql(sql), params, binary=True)
         return cursor.fetchall()

@@ -905,9 +905,13 @@ def fetch_with_links(
             )
             SELECT {LEAN_COLUMNS.replace("id, ", "m.id, ", 1)},
                    {cosine} AS cosine,
-                   (SELECT json_agg(json_build_array(l.src_id, l.dst_id, l.weight, l.kind))
-                    FROM links l WHERE l.src_id = m.id) AS links
+                   lk.dst_ids, lk.weights, lk.kinds
             FROM memories m JOIN wanted w ON w.id = m.id
+            LEFT JOIN LATERAL (  -- its links out, as arrays: binary ids and floats, not text to parse
+                SELECT array_agg(l.dst_id) AS dst_ids, array_agg(CAST(l.weight AS double precision)) AS weights,
+                       array_agg(l.kind) AS kinds
+                FROM links l WHERE l.src_id = m.id
+            ) lk ON true
             """,
         params
         | {
@@ -924,11 +928,13 @@ def fetch_with_links(
     for row in rows:
         if row["user_id"] != user_id:  # looked up by primary key; the tenant is checked on the rows
             continue
-        for src, dst, weight, kind in row.pop("links") or []:
+        src = row["id"]
+        out = (row.pop("dst_ids") or (), row.pop("weights") or (), row.pop("kinds") or ())
+        for dst, weight, kind in zip(*out, strict=True):  # aggregated from the same rows
             if kind != "contradicts":  # association links and reading order (`next`) both spread
-                links.append((uuid.UUID(src), uuid.UUID(dst), float(weight)))
+                links.append((src, dst, weight))
             else:
-                contradicts.append((uuid.UUID(src), uuid.UUID(dst)))
+                contradicts.append((src, dst))
         memories[row["id"]] = row
     return memories, links, contradicts
 
