@@ -33,11 +33,6 @@ def _key(tenant: str, day: datetime) -> str:
     return f"{KEY_PREFIX}:{tenant}:{day:%Y%m%d}"
 
 
-def record(client: redis.Redis, tenant: str, result: str, *, now: datetime | None = None) -> None:
-    """Count one query's outcome for its tenant (never fails the caller)."""
-    record_many(client, {(tenant, result): 1}, now=now)
-
-
 def record_many(client: redis.Redis, counts: Mapping[tuple[str, str], int], *, now: datetime | None = None) -> None:
     """Count queries' outcomes, {(tenant, outcome): queries}, in one round trip (never fails the caller)."""
     if not counts:

@@ -109,11 +109,7 @@ def write_batch(state: Any, batch: Batch) -> None:
     queries_finished(state.redis, batch.tokens)
     retrieval_stats.record_many(state.redis, batch.outcomes)
     if batch.events:
-        try:
-            state.celery.send_task(TaskName.REINFORCE_BATCH, kwargs={"events": batch.events})
-        except Exception as exc:
-            metrics.ENQUEUE_FAILURES.inc()
-            log.warning("could not enqueue the reinforcement of %d queries: %s", len(batch.events), exc)
+        state.send(TaskName.REINFORCE_BATCH, kwargs={"events": batch.events})
     if batch.calls:
         try:
             with state.db.session() as session:

@@ -190,8 +190,7 @@ def add_batch(body: BatchRequest, state: StateDep, principal: PrincipalDep, resp
     if created:  # enqueue only after the commit; a lost message is re-sent by the sweeper
         metrics.JOBS_ENQUEUED.labels(kind="batch").inc()
         for chunk in chunks:
-            _send(
-                state,
+            state.send(
                 TaskName.STORE_CHUNK,
                 kwargs={"job_id": str(job_id), "seq": chunk.seq},
                 queue=embed_queue(chunk.sector),
@@ -292,12 +291,3 @@ def delete_memory(memory_id: uuid.UUID, state: StateDep, principal: PrincipalDep
 def _check_sector(sector: str) -> None:
     if sector not in sector_rules.SECTORS:
         raise InvalidInput(f"unknown sector {sector!r}; expected one of {', '.join(sector_rules.SECTORS)}")
-
-
-def _send(state: Any, name: str, *, kwargs: dict[str, Any], queue: str | None = None) -> None:
-    """Send a task by name; a broker outage is logged, never fatal (jobs are re-sent by the sweeper)."""
-    try:
-        state.celery.send_task(name, kwargs=kwargs, queue=queue)
-    except Exception as exc:
-        metrics.ENQUEUE_FAILURES.inc()
-        log.warning("could not enqueue %s (%s); it will be retried by the sweeper if it is job work", name, exc)
