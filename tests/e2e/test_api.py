@@ -124,11 +124,18 @@ def test_query_is_openmemory_shaped_and_explains_on_request(http, tenant):
     assert "bluebird42" in top["content"]
     assert {"id", "content", "score", "sectors", "primary_sector", "path", "salience", "last_seen_at"} <= set(top)
     assert "trace" not in top
-    explained = http.post(
+    assert not {"timings_ms", "query_sectors"} & set(plain)  # unset fields are left out, not sent as null
+    response = http.post(
         "/memory/query", json={"query": "lake house wifi password", "user_id": tenant, "explain": True}
-    ).json()
+    )
+    assert response.headers["content-type"] == "application/json"
+    explained = response.json()
     trace = explained["matches"][0]["trace"]
     assert trace["lexical_rank"] == 1 and trace["components"]["similarity"] > 0
+    assert {"embed", "dense", "fetch", "total"} <= set(explained["timings_ms"])
+    # The route serialises its answer itself; the schema still documents it.
+    documented = http.get("/openapi.json").json()["paths"]["/memory/query"]["post"]["responses"]["200"]
+    assert documented["content"]["application/json"]["schema"]["$ref"].endswith("/QueryResponse")
 
 
 def test_query_reinforces_hits_through_the_worker(http, tenant, worker):

@@ -55,8 +55,11 @@ def add_memory(body: MemoryAdd, state: StateDep, principal: PrincipalDep) -> Mem
 
 
 @router.post("/query", response_model=QueryResponse, response_model_exclude_none=True)
-def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep) -> QueryResponse:
-    """Find the memories that matter for `query`: full-text + vector candidates, waypoints, composite score."""
+def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep) -> Response:
+    """Find the memories that matter for `query`: full-text + vector candidates, waypoints, composite score.
+
+    The answer is serialised here rather than by FastAPI, which would validate the finished model again on
+    a worker thread of its own first (a second thread hop and a second validation on the hottest route)."""
     settings = state.settings
     user_id = principal.tenant(body.user_id, body.filters.user_id)
     k = body.k or settings.default_k
@@ -134,7 +137,7 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
     )
     # The bookkeeping is done after the response, gathered with other queries' (services/gateway/aftermath.py).
     state.aftermath.add(QueryRecord(active, user_id, result, outcome.embed_calls, reinforcement))
-    return QueryResponse(
+    answer = QueryResponse(
         query=body.query,
         matches=matches,
         candidates=outcome.candidates,
@@ -150,6 +153,7 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
         timings_ms=outcome.timings_ms if body.explain else None,
         query_sectors=list(outcome.query_sectors) if body.explain else None,
     )
+    return Response(answer.model_dump_json(exclude_none=True), media_type="application/json")
 
 
 @router.post("/batch", status_code=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,50 @@
+"""The benchmarks' stack starts measuring only once its processes have finished starting up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import psutil
+
+from bench.common import wait_settled
+
+# Busy for `busy` seconds in a child of its own (as a worker's pool processes are), then idle.
+_SCRIPT = """
+import multiprocessing, sys, time
+def spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+if __name__ == "__main__":
+    child = multiprocessing.Process(target=spin, args=(float(sys.argv[1]),))
+    child.start()
+    child.join()
+    time.sleep(60)
+"""
+
+
+def _start(busy: float) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", _SCRIPT, str(busy)])
+
+
+def test_waits_for_a_grandchild_to_stop_working():
+    proc = _start(busy=1.5)
+    try:
+        waited = wait_settled([proc], interval=0.25, timeout=30)
+        assert waited >= 1.25  # not settled while the child spun
+        assert not psutil.Process(proc.pid).children()  # the busy child is done: it was waited for
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_idle_stack_is_settled(capsys):
+    proc = _start(busy=0.0)
+    try:
+        wait_settled([proc], interval=0.25, timeout=30)  # the interpreter's own start-up, then quiet
+        wait_settled([proc], interval=0.25, timeout=5)
+        assert "still busy" not in capsys.readouterr().out
+    finally:
+        proc.kill()
+        proc.wait()
