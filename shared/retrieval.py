@@ -39,7 +39,7 @@ class Candidate:
     via: uuid.UUID | None = None
     trail: tuple[uuid.UUID, ...] = ()  # from the seed to `via`, for memories reached through waypoints
     waypoint_weight: float = 0.0
-    activation: float = 0.0  # the relevance spread to it from its seed (memories reached through waypoints)
+    activation: float = 0.0  # the relevance spread to it through waypoints (from its seed, or a linked seed's)
     similarity: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
@@ -89,7 +89,11 @@ def spread_activation(
     wins). Returns the memories reached that are not seeds themselves, each with that `activation`.
 
     A seed linked to another seed records the strongest direct link weight times that seed's energy (it
-    earns the waypoint term for being linked to something else the query matches).
+    earns the waypoint term for being linked to something else the query matches), and takes the activation
+    that seed spreads to it, as a memory reached only through the link would (max wins; `via` names the seed
+    that lent it). Without that, a weak direct hit next to a strong one ranked below a memory the query did not
+    match at all in the same place: the answer after a matching question, when the answer's own words barely
+    matched. It spreads no further itself on that activation (one hop, seed to seed).
     """
     adjacency: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
     for src, dst, weight in links:
@@ -110,7 +114,11 @@ def spread_activation(
                     continue
                 if other in seeds:
                     if hop == 1:
-                        seeds[other].waypoint_weight = max(seeds[other].waypoint_weight, weight * seed_energy)
+                        linked = seeds[other]
+                        linked.waypoint_weight = max(linked.waypoint_weight, weight * seed_energy)
+                        lent = seed_energy * weight * decay_per_hop
+                        if lent > linked.activation:
+                            linked.activation, linked.via = lent, node
                     continue
                 product = strength * weight
                 activation = seed_energy * product * decay_per_hop**hop
@@ -182,7 +190,7 @@ def score_candidate(
         "recency": round(components.recency, 6),
         "waypoint": round(components.waypoint, 6),
     }
-    if candidate.hops:
+    if candidate.activation:
         candidate.components["activation"] = round(candidate.activation, 6)
     penalty = STATUS_PENALTY.get(status, 1.0)
     trust = confidence_factor(confidence, confidence_weight)

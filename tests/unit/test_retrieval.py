@@ -139,6 +139,24 @@ def test_each_seed_spreads_its_own_relevance_and_the_strongest_arrival_wins():
     )
 
 
+def test_a_weak_direct_hit_next_to_a_strong_one_ranks_as_if_the_strong_one_reached_it():
+    # A: the question that matches; B: the answer after it, a weak hit of its own; C: a non-hit after B's place.
+    seeds = {A: Candidate(A), B: Candidate(B)}
+    reached = spread_activation(
+        seeds, [(A, B, 1.0), (A, C, 1.0)], max_hops=1, decay_per_hop=0.5, energy={A: 0.8, B: 0.1}
+    )
+    assert reached[C].activation == pytest.approx(0.4)
+    assert seeds[B].activation == pytest.approx(0.8 * 1.0 * 0.5) and seeds[B].via == A
+    assert seeds[A].activation == pytest.approx(0.1 * 0.5)  # lent in both directions; max wins below
+    assert seeds[B].hops == 0 and seeds[B].path == [str(B)]  # still a direct hit, walked nowhere
+    score(seeds[B], cosine=0.1, max_lexical=2.0)
+    score(reached[C], cosine=0.1, max_lexical=2.0)
+    assert seeds[B].components["similarity"] == pytest.approx(0.4) == reached[C].components["similarity"]
+    assert seeds[B].components["activation"] == pytest.approx(0.4)
+    score(seeds[A], cosine=0.9, max_lexical=2.0)
+    assert seeds[A].components["similarity"] == pytest.approx(0.5 * 0.9)  # its own match is the larger
+
+
 def test_a_linked_memory_scores_by_the_larger_of_its_own_match_and_its_activation():
     reply = Candidate(B, hops=1, via=A, waypoint_weight=1.0, activation=0.4)  # says nothing the query says
     score(reply, cosine=0.1, max_lexical=2.0)
