@@ -54,7 +54,7 @@ def add_memory(body: MemoryAdd, state: StateDep, principal: PrincipalDep) -> Mem
     return MemoryAddResult(**memory, deduplicated=deduplicated)
 
 
-@router.post("/query", response_model=QueryResponse, response_model_exclude_none=True)
+@router.post("/query", response_model=QueryResponse)  # serialised by the route itself (exclude_none)
 def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep) -> Response:
     """Find the memories that matter for `query`: full-text + vector candidates, waypoints, composite score.
 
