@@ -57,6 +57,11 @@ def gateway_command(*, host: str, port: int, log_level: str = "info") -> list[st
     ]
 
 
+def _log_tail(log_path: Path | None) -> str:
+    """The end of a child's log, for an error saying why it did not start."""
+    return log_path.read_text()[-3000:] if log_path and log_path.exists() else ""
+
+
 def wait_healthy(
     url: str, proc: subprocess.Popen[bytes] | None = None, *, timeout: float = 60.0, log_path: Path | None = None
 ) -> None:
@@ -64,14 +69,12 @@ def wait_healthy(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            tail = log_path.read_text()[-3000:] if log_path and log_path.exists() else ""
-            raise RuntimeError(f"the gateway exited with code {proc.returncode}:\n{tail}")
+            raise RuntimeError(f"the gateway exited with code {proc.returncode}:\n{_log_tail(log_path)}")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return
         time.sleep(0.2)
-    tail = log_path.read_text()[-3000:] if log_path and log_path.exists() else ""
-    raise RuntimeError(f"{url} did not become healthy within {timeout:.0f}s\n{tail}")
+    raise RuntimeError(f"{url} did not become healthy within {timeout:.0f}s\n{_log_tail(log_path)}")
 
 
 def wait_for_worker(
@@ -86,18 +89,15 @@ def wait_for_worker(
     early, with the log's tail, if the process exits."""
     from shared.queueing import make_celery
 
-    def tail() -> str:
-        return log_path.read_text()[-3000:] if log_path and log_path.exists() else ""
-
     app = make_celery(settings, "mnemoflow.launcher")
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"the worker exited with code {proc.returncode}:\n{tail()}")
+                raise RuntimeError(f"the worker exited with code {proc.returncode}:\n{_log_tail(log_path)}")
             replies = app.control.ping(timeout=1.0) or []
             if any(name in next(iter(reply)) for reply in replies):
                 return
-        raise RuntimeError(f"the worker {name} did not answer within {timeout:.0f} s:\n{tail()}")
+        raise RuntimeError(f"the worker {name} did not answer within {timeout:.0f} s:\n{_log_tail(log_path)}")
     finally:
         app.close()

@@ -764,9 +764,9 @@ def compressed_rungs(
     if not dims:
         return set()
     probes = [
-        f"SELECT '{validate_sector(sector)}' AS sector, {int(dim)} AS dim WHERE EXISTS "
+        f"SELECT '{sector}' AS sector, {int(dim)} AS dim WHERE EXISTS "
         f"(SELECT 1 FROM memory_vectors_{sector} WHERE user_id = :user_id AND dim = {int(dim)})"
-        for sector in sectors
+        for sector in map(validate_sector, sectors)
         for dim in dims
     ]
     rows = read_rows(session, " UNION ALL ".join(probes), {"user_id": user_id})
