@@ -4,6 +4,9 @@
 
 Compare with `MNEMOFLOW_EMBEDDING_PROVIDER=local python -m bench.ingest --sizes 2000`: the ratio of the
 end-to-end rate to the raw batched rate is the pipeline's overhead.
+
+`in context` rows: the same sentences as a sequence, each embedded after the two before it (what a batch
+with `sequence: true` or an add with `follows` costs), with its ratio to the provider's own rate.
 """
 
 from __future__ import annotations
@@ -14,20 +17,23 @@ import time
 from bench.common import corpus, percentiles
 from shared.config import Settings
 from shared.embedding import SyntheticEmbedder
-from shared.embedding.base import EmbeddingProvider
+from shared.embedding.base import EmbeddingProvider, embed_texts
 from shared.embedding.local import LocalOnnxEmbedder, ModelUnavailable
 from shared.embedding.static import StaticEmbedder
+from shared.memory_service import sequence_contexts
 
 
-def measure(provider: EmbeddingProvider, texts: list[str], singles: int) -> tuple[float, dict[str, float]]:
-    provider.embed(texts[:64])  # warm-up
+def measure(
+    provider: EmbeddingProvider, texts: list[str], singles: int, contexts: list[str] | None = None
+) -> tuple[float, dict[str, float]]:
+    embed_texts(provider, texts[:64], contexts[:64] if contexts else None)  # warm-up
     started = time.perf_counter()
-    provider.embed(texts)
+    embed_texts(provider, texts, contexts)
     batched = len(texts) / (time.perf_counter() - started)
     samples = []
-    for text in texts[:singles]:
+    for i, text in enumerate(texts[:singles]):
         started = time.perf_counter()
-        provider.embed([text])
+        embed_texts(provider, [text], [contexts[i]] if contexts else None)
         samples.append((time.perf_counter() - started) * 1000)
     return batched, percentiles(samples)
 
@@ -45,6 +51,7 @@ def main() -> None:
         providers.append(StaticEmbedder(static_path))
     except ModelUnavailable:
         print(f"(static: no model at {static_path}; `make static-model` builds it)")
+    contexts = sequence_contexts(texts, turns=2, chars=2000)
     for provider in providers:
         batched, single = measure(provider, texts, args.singles)
         print(
@@ -52,6 +59,13 @@ def main() -> None:
             f"{single['p50']:>14.2f} {single['p95']:>14.2f}",
             flush=True,
         )
+        if hasattr(provider, "embed_in_context"):
+            in_context, single = measure(provider, texts, args.singles, contexts)
+            print(
+                f"{'  in context':<10} {'(after 2 turns)':<28} {provider.dim:>4} {in_context:>10,.0f} "
+                f"{single['p50']:>14.2f} {single['p95']:>14.2f}   ratio to alone {in_context / batched:.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

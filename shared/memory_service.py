@@ -52,6 +52,15 @@ ChunkClassification = tuple[tuple[str, ...], float]  # sectors (primary first), 
 log = logging.getLogger("mnemoflow.memory")
 CLASSIFICATION_KEY = "_classified"  # a batch chunk item's classification, found by the gateway when routing it
 SEQUENCE_KEY = "_position"  # a `sequence` batch item's place in the request (sector chunks lose the order)
+CONTEXT_KEY = "_context"  # a `sequence` batch item's previous turns, to embed it after them
+
+
+def sequence_contexts(contents: Sequence[str], *, turns: int, chars: int) -> list[str]:
+    """What each item of a sequence is embedded after: the `turns` items before it, one per line, cut to the
+    last `chars` characters ("" for the first item, or with turns = 0)."""
+    if turns <= 0 or chars <= 0:
+        return ["" for _ in contents]
+    return ["\n".join(contents[max(0, i - turns) : i])[-chars:] for i in range(len(contents))]
 
 
 def chunk_item(item: MemoryCreate, classification: sector_rules.Classification) -> dict[str, Any]:
@@ -164,10 +173,12 @@ class MemoryEngine:
         items: Sequence[MemoryCreate],
         user_id: str,
         classified: Sequence[ChunkClassification | None] | None = None,
+        contexts: Sequence[str] | None = None,
     ) -> tuple[list[NewMemory], list[EmbedCall]]:
         """Classify, hash and embed a batch of items (one provider call for the whole batch).
 
         `classified`: the (sectors, confidence) the gateway already found when it routed the items.
+        `contexts`: what each item follows in its sequence ("" for nothing), to embed it after that.
         """
         texts = [normalize_content(item.content) for item in items]
         classes: list[ChunkClassification] = []
@@ -177,7 +188,8 @@ class MemoryEngine:
                 cls = sector_rules.classify(text_)
                 known = (cls.sectors, cls.confidence)
             classes.append(known)
-        vectors, calls = self.embed_by_sector(texts, [sectors for sectors, _ in classes])
+        contexts = [normalize_content(c) for c in contexts] if contexts else None
+        vectors, calls = self.embed_by_sector(texts, [sectors for sectors, _ in classes], contexts)
         prepared = []
         for i, (item, text_) in enumerate(zip(items, texts, strict=True)):
             sectors, confidence = classes[i]
@@ -208,22 +220,38 @@ class MemoryEngine:
         return prepared, calls
 
     def embed_by_sector(
-        self, texts: Sequence[str], sectors: Sequence[Sequence[str]]
+        self, texts: Sequence[str], sectors: Sequence[Sequence[str]], contexts: Sequence[str] | None = None
     ) -> tuple[list[dict[str, SectorVector]], list[EmbedCall]]:
         """Each text's vector in each of its sectors: one provider call per model for the texts with a sector of
-        that model (one call in simple mode), the same vector shared by that model's sectors."""
+        that model (one call in simple mode), the same vector shared by that model's sectors. `contexts`: what
+        each text follows, for the providers that can embed a text after its context."""
         vectors: list[dict[str, SectorVector]] = [{} for _ in texts]
         calls = []
         for provider, sectors_of_model in store.group_sectors(self.embedders):
             wanted = [i for i, own in enumerate(sectors) if set(own).intersection(sectors_of_model)]
             if not wanted:
                 continue
-            embedded, call = embed_timed(provider, [texts[i] for i in wanted])
+            embedded, call = embed_timed(
+                provider, [texts[i] for i in wanted], [contexts[i] for i in wanted] if contexts else None
+            )
             calls.append(call)
             for i, vector in zip(wanted, embedded, strict=True):
                 shared_vector = SectorVector(provider.model, np.asarray(vector, dtype=np.float32))
                 vectors[i] |= {sector: shared_vector for sector in sectors[i] if sector in sectors_of_model}
         return vectors, calls
+
+    def stored_contexts(
+        self, session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, inclusive: bool = False
+    ) -> list[str]:
+        """What each stored memory follows (its `next` predecessors, as `sequence_contexts` cuts them); with
+        `inclusive`, what a new memory placed after each would follow (the memory itself the last turn)."""
+        s = self.settings
+        if s.embed_context_turns <= 0 or s.embed_context_chars <= 0:
+            return ["" for _ in memory_ids]
+        before = store.preceding_contents(
+            session, user_id, memory_ids, turns=s.embed_context_turns, inclusive=inclusive
+        )
+        return ["\n".join(before.get(i, []))[-s.embed_context_chars :] for i in memory_ids]
 
     def store(self, session: Session, memories: Sequence[NewMemory], *, settle: bool) -> list[store.StoredRef]:
         """Insert prepared memories (idempotent on user + content).
@@ -276,7 +304,8 @@ class MemoryEngine:
         self.validate_item(item)
         if follows is not None and store.get_memory(session, user_id, follows) is None:
             raise NotFound(f"memory {follows} (follows) is not a memory of user_id {user_id!r}")
-        prepared, calls = self.prepare([item], user_id)
+        contexts = self.stored_contexts(session, user_id, [follows], inclusive=True) if follows else None
+        prepared, calls = self.prepare([item], user_id, contexts=contexts)
         for call in calls:
             job_store.log_embedding(session, call, purpose="add")
         (ref,) = self.store(session, prepared, settle=True)
@@ -297,7 +326,8 @@ class MemoryEngine:
         if content is not None and normalize_content(content) != normalize_content(current["content"]):
             self._check_content(content, "content")
             item = MemoryCreate(content=content, tags=current["tags"], metadata=current["metadata"])
-            (prepared,), calls = self.prepare([item], user_id)
+            contexts = self.stored_contexts(session, user_id, [memory_id])
+            (prepared,), calls = self.prepare([item], user_id, contexts=contexts)
             for call in calls:
                 job_store.log_embedding(session, call, purpose="update")
             guard_store_model(session, self.embedders)
@@ -337,15 +367,16 @@ class MemoryEngine:
             return None
         job = job_store.get_job(session, job_id)
         assert job is not None
-        items, classified, placements, positions = [], [], [], []
+        items, classified, placements, positions, contexts = [], [], [], [], []
         for raw in chunk["items"]:
             known = raw.pop(CLASSIFICATION_KEY, None)
             positions.append(raw.pop(SEQUENCE_KEY, None))
+            contexts.append(raw.pop(CONTEXT_KEY, ""))
             placements.append(documents.placement(raw))
             items.append(MemoryCreate.model_validate(raw))
             classified.append((tuple(known["sectors"]), float(known["confidence"])) if known else None)
         started = time.perf_counter()
-        prepared, calls = self.prepare(items, job["user_id"], classified)
+        prepared, calls = self.prepare(items, job["user_id"], classified, contexts)
         embedded = time.perf_counter()
         prepared = [
             dataclasses.replace(memory, document_id=place[0], chunk_index=place[1]) if place else memory
@@ -457,10 +488,12 @@ class MemoryEngine:
         watch.lap("fetch")
         max_lexical = max((score for _, score in lexical), default=0.0)
 
-        def cosine_of(memory_id: uuid.UUID, candidate: Candidate) -> float:
+        def cosine_of(memory_id: uuid.UUID, candidate: Candidate) -> float | None:
+            """The query's similarity to the memory; None when it has no vector to compare (a fingerprint)."""
             if candidate.dense_similarity is not None:
                 return candidate.dense_similarity
-            return float(rows[memory_id]["cosine"] or 0.0) if memory_id in rows else 0.0
+            cosine = rows[memory_id]["cosine"] if memory_id in rows else None
+            return None if cosine is None else float(cosine)
 
         if options.waypoints:  # each seed spreads its own relevance to the query
             energy = {
@@ -485,7 +518,7 @@ class MemoryEngine:
                 continue
             score_candidate(
                 candidate,
-                cosine=float(cosines.get(memory_id) or 0.0),
+                cosine=cosines.get(memory_id),
                 max_lexical=max_lexical,
                 salience=float(row["salience"]),
                 last_seen_at=row["last_seen_at"],
@@ -616,7 +649,9 @@ class MemoryEngine:
             return []
         guard_store_model(session, self.embedders)
         embedded, calls = self.embed_by_sector(
-            [normalize_content(m.content) for m in decayed], [m.sectors for m in decayed]
+            [normalize_content(m.content) for m in decayed],
+            [m.sectors for m in decayed],
+            self.stored_contexts(session, user_id, [m.id for m in decayed]),
         )
         for call in calls:
             job_store.log_embedding(session, call, purpose="regenerate")

@@ -96,11 +96,16 @@ def plan_round(session: Session, job_id: uuid.UUID) -> list[job_store.ChunkSpec]
 
 
 def process_chunk(
-    session: Session, job_id: uuid.UUID, seq: int, embedder_for: Callable[[StoreModel], EmbeddingProvider]
+    session: Session,
+    job_id: uuid.UUID,
+    seq: int,
+    embedder_for: Callable[[StoreModel], EmbeddingProvider],
+    contexts_of: Callable[[str, list[uuid.UUID]], list[str]] | None = None,
 ) -> bool | None:
     """Re-embed one chunk exactly once; None if there was nothing to do, else whether all the job's chunks are done.
 
-    `embedder_for` builds (or reuses) the provider of a target model.
+    `embedder_for` builds (or reuses) the provider of a target model. `contexts_of(user_id, ids)`: what each
+    memory follows in its sequence, so a memory embedded after its previous turns is again.
     """
     chunk = job_store.claim_chunk(session, job_id, seq)
     if chunk is None:
@@ -109,6 +114,14 @@ def process_chunk(
     assert job is not None
     targets = targets_of(job)
     rows = reembed_store.fetch_for_reembed(session, [uuid.UUID(item["id"]) for item in chunk["items"]])
+    contexts = ["" for _ in rows]
+    if contexts_of is not None:
+        by_user: dict[str, list[int]] = defaultdict(list)
+        for i, row in enumerate(rows):
+            by_user[row.user_id].append(i)
+        for user_id, indexes in by_user.items():
+            for i, context in zip(indexes, contexts_of(user_id, [rows[i].id for i in indexes]), strict=True):
+                contexts[i] = normalize_content(context)
     vectors: list[dict[str, SectorVector]] = [{} for _ in rows]
     by_target: dict[StoreModel, list[str]] = defaultdict(list)
     for sector, target in targets.items():
@@ -118,7 +131,9 @@ def process_chunk(
         if not wanted:
             continue
         embedder = embedder_for(target)
-        embedded, call = embed_timed(embedder, [normalize_content(rows[i].content) for i in wanted])
+        embedded, call = embed_timed(
+            embedder, [normalize_content(rows[i].content) for i in wanted], [contexts[i] for i in wanted]
+        )
         job_store.log_embedding(session, call, purpose=JOB_KIND, job_id=job_id)
         for i, vector in zip(wanted, embedded, strict=True):
             shared_vector = SectorVector(embedder.model, vector)

@@ -142,15 +142,21 @@ def lexical_strength(candidate: Candidate, max_lexical: float) -> float:
     return candidate.lexical_score / max_lexical
 
 
-def relevance(candidate: Candidate, *, cosine: float, max_lexical: float, fusion_alpha: float) -> float:
-    """membox's fused relevance of a memory to the query: alpha * cosine + (1 - alpha) * lexical strength."""
-    return fusion_alpha * max(cosine, 0.0) + (1 - fusion_alpha) * lexical_strength(candidate, max_lexical)
+def relevance(candidate: Candidate, *, cosine: float | None, max_lexical: float, fusion_alpha: float) -> float:
+    """membox's fused relevance of a memory to the query: alpha * cosine + (1 - alpha) * lexical strength.
+
+    `cosine` None: the memory has no vector to compare with the query (decay left it a fingerprint), so its
+    words alone say how relevant it is; a missing measurement is not a cosine of 0."""
+    lexical = lexical_strength(candidate, max_lexical)
+    if cosine is None:
+        return lexical
+    return fusion_alpha * max(cosine, 0.0) + (1 - fusion_alpha) * lexical
 
 
 def score_candidate(
     candidate: Candidate,
     *,
-    cosine: float,
+    cosine: float | None,
     max_lexical: float,
     salience: float,
     last_seen_at: datetime,
@@ -181,10 +187,10 @@ def score_candidate(
         recency=recency_score(days, recency_decay_per_day),
         waypoint=candidate.waypoint_weight,
     )
-    candidate.similarity = cosine
+    candidate.similarity = cosine or 0.0
     candidate.components = {
         "similarity": round(components.similarity, 6),
-        "cosine": round(cosine, 6),
+        "cosine": round(cosine or 0.0, 6),
         "lexical": round(lexical, 6),
         "salience": round(components.salience, 6),
         "recency": round(components.recency, 6),

@@ -112,8 +112,16 @@ def reembed_plan(job_id: str) -> dict[str, Any]:
 def reembed_chunk(self: Task, job_id: str, seq: int) -> dict[str, Any]:
     """Re-embed one chunk of memories with the job's target model; the last chunk asks for the switch."""
 
+    _, engine = context()
+
     def work(session: Session, job_uuid: uuid.UUID, chunk_seq: int) -> bool | None:
-        return reembed.process_chunk(session, job_uuid, chunk_seq, target_embedder)
+        return reembed.process_chunk(
+            session,
+            job_uuid,
+            chunk_seq,
+            target_embedder,
+            contexts_of=lambda user_id, ids: engine.stored_contexts(session, user_id, ids),
+        )
 
     result, all_done = _run_chunk(self, job_id, seq, work, purpose=reembed.JOB_KIND)
     if all_done:

@@ -19,6 +19,26 @@ class EmbeddingProvider(Protocol):
         ...
 
 
+@runtime_checkable
+class ContextualEmbeddingProvider(EmbeddingProvider, Protocol):
+    """A provider that can embed a text as read after some context (a conversation's previous turns)."""
+
+    def embed_in_context(self, texts: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
+        """Like `embed`, each text's vector shaped by its context ("" for none); the context itself is not
+        what is embedded: a vector still stands for its own text."""
+        ...
+
+
+def embed_texts(embedder: EmbeddingProvider, texts: Sequence[str], contexts: Sequence[str] | None = None) -> np.ndarray:
+    """`embed`, or `embed_in_context` when contexts are given, some is not empty and the provider can use them
+    (providers behind an HTTP API, and static models, cannot: there the texts are embedded alone)."""
+    if contexts is not None and len(contexts) != len(texts):
+        raise ValueError(f"{len(contexts)} contexts for {len(texts)} texts")
+    if contexts is not None and any(contexts) and isinstance(embedder, ContextualEmbeddingProvider):
+        return embedder.embed_in_context(texts, contexts)
+    return embedder.embed(texts)
+
+
 def normalize_rows(matrix: np.ndarray) -> np.ndarray:
     """Each row scaled to unit length, as float32; all-zero rows stay zero."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.embedding.base import EmbeddingProvider
+from shared.embedding.base import EmbeddingProvider, embed_texts
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,14 @@ class EmbeddingFailed(RuntimeError):
         self.call = call
 
 
-def embed_timed(embedder: EmbeddingProvider, texts: Sequence[str]) -> tuple[np.ndarray, EmbedCall]:
-    """The vectors and a record of the call; a provider error becomes EmbeddingFailed carrying its record."""
+def embed_timed(
+    embedder: EmbeddingProvider, texts: Sequence[str], contexts: Sequence[str] | None = None
+) -> tuple[np.ndarray, EmbedCall]:
+    """The vectors and a record of the call; a provider error becomes EmbeddingFailed carrying its record.
+    `contexts`: what each text follows, for providers that can use it (`embed_texts`)."""
     started = time.perf_counter()
     try:
-        vectors = embedder.embed(texts)
+        vectors = embed_texts(embedder, texts, contexts)
     except Exception as exc:
         elapsed = (time.perf_counter() - started) * 1000
         call = EmbedCall(embedder.name, embedder.model, len(texts), elapsed, f"{type(exc).__name__}: {exc}"[:2000])

@@ -5,6 +5,10 @@ not imported); onnxruntime runs the model on the CPU. Nothing is downloaded at r
 Sentence-transformers' recipe: tokens capped per window, mean pooling over the attention mask, L2.
 Texts longer than one window are split into overlapping windows (architecture seed: 512 tokens,
 50 overlap; MiniLM was trained on 256) whose vectors are mean-pooled and re-normalised.
+
+`embed_in_context` reads a text after its context (a conversation's previous turns) in one window and
+pools only the text's own tokens: late chunking (Günther et al., 2024, "Late Chunking: Contextual Chunk
+Embeddings Using Long-Context Embedding Models"). A reply like "Yes, last May" then carries what it answers.
 """
 
 from __future__ import annotations
@@ -107,7 +111,36 @@ class LocalOnnxEmbedder:
         np.add.at(out, [row for row, _ in pieces], vectors)  # mean of a text's windows, up to scale
         return normalize_rows(out)
 
-    def _run(self, sequences: list[list[int]]) -> np.ndarray:
+    def embed_in_context(self, texts: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
+        """Each text read after the end of its context (as many of the context's last tokens as the window has
+        room for), its own tokens mean-pooled. A text with no context, or one that fills the window alone,
+        gets the same vector as from `embed`."""
+        if len(contexts) != len(texts):
+            raise ValueError(f"{len(contexts)} contexts for {len(texts)} texts")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        alone: list[int] = []
+        pieces: list[tuple[int, list[int], tuple[int, int]]] = []  # (row, window, span of the text's tokens)
+        for row, (text, context) in enumerate(zip(texts, contexts, strict=True)):
+            ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+            room = self.window - len(ids)
+            before = (
+                self._tokenizer.encode(context, add_special_tokens=False).ids[-room:] if context and room > 0 else []
+            )
+            if not ids or not before:
+                alone.append(row)
+                continue
+            start = 1 + len(before)
+            pieces.append((row, [self._cls, *before, *ids, self._sep], (start, start + len(ids))))
+        if alone:
+            out[alone] = self.embed([texts[i] for i in alone])
+        order = sorted(range(len(pieces)), key=lambda i: len(pieces[i][1]))
+        for start in range(0, len(order), self.batch_size):
+            batch = [pieces[i] for i in order[start : start + self.batch_size]]
+            out[[row for row, _, _ in batch]] = self._run([w for _, w, _ in batch], [span for _, _, span in batch])
+        return out
+
+    def _run(self, sequences: list[list[int]], spans: list[tuple[int, int]] | None = None) -> np.ndarray:
+        """Mean of each sequence's token vectors (of its tokens in `spans`, when given), L2-normalised."""
         width = max(len(s) for s in sequences)
         ids = np.zeros((len(sequences), width), dtype=np.int64)
         mask = np.zeros_like(ids)
@@ -118,6 +151,11 @@ class LocalOnnxEmbedder:
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
         (hidden,) = self._session.run(["last_hidden_state"], feeds)
-        weights = mask[..., None].astype(np.float32)
+        pooling = mask
+        if spans is not None:
+            pooling = np.zeros_like(mask)
+            for i, (first, end) in enumerate(spans):
+                pooling[i, first:end] = 1
+        weights = pooling[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         return normalize_rows(pooled)

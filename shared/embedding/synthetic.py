@@ -2,7 +2,8 @@
 
 Feature hashing with a sign bit over lower-cased words (weight 1), word bigrams (0.5) and the
 character trigrams of each word (0.25, so "running" and "runner" share features), with sublinear
-tf (1 + log tf) and L2 normalisation.
+tf (1 + log tf) and L2 normalisation. In context (a conversation's previous turns), a text's features are
+joined by its context's at CONTEXT_WEIGHT: the text leans towards what it follows, as with the local model.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from shared.embedding.base import normalize_rows
 
 _WORD = re.compile(r"\w+")
 WORD_WEIGHT, BIGRAM_WEIGHT, TRIGRAM_WEIGHT = 1.0, 0.5, 0.25
+CONTEXT_WEIGHT = 0.5
 _SIGN_BIT = np.uint64(63)
 
 
@@ -81,3 +83,14 @@ class SyntheticEmbedder:
             fallback = _feature_hash("empty:" + texts[blank])
             matrix[blank, fallback % self.dim] = 1.0 if fallback >> 63 else -1.0
         return normalize_rows(matrix)
+
+    def embed_in_context(self, texts: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
+        """normalise(text + CONTEXT_WEIGHT × context) for texts with a context; `embed` for the others."""
+        if len(contexts) != len(texts):
+            raise ValueError(f"{len(contexts)} contexts for {len(texts)} texts")
+        own = self.embed(texts)
+        with_context = [i for i, context in enumerate(contexts) if context]
+        if with_context:
+            leaning = own[with_context] + CONTEXT_WEIGHT * self.embed([contexts[i] for i in with_context])
+            own[with_context] = normalize_rows(leaning)
+        return own

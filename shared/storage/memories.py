@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -347,6 +348,49 @@ def link_in_order(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID
         {"user_id": user_id, "src": [str(a) for a, _ in pairs], "dst": [str(b) for _, b in pairs]},
     )
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+def preceding_contents(
+    session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, turns: int, inclusive: bool = False
+) -> dict[uuid.UUID, list[str]]:
+    """The contents of up to `turns` memories before each memory along `next` waypoints, oldest first (the
+    memory's own content last when `inclusive`, counted among the turns). Where several memories lead to
+    one, the latest link is followed. Memories with nothing before them are left out."""
+    if turns <= 0 or not memory_ids:
+        return {}
+    rows = session.execute(
+        text(
+            """
+            WITH RECURSIVE back (origin, id, depth) AS (
+                SELECT o.id, o.id, 0 FROM unnest(CAST(:ids AS uuid[])) AS o (id)
+                UNION ALL
+                SELECT b.origin, p.src_id, b.depth + 1
+                FROM back b
+                CROSS JOIN LATERAL (
+                    SELECT w.src_id FROM waypoints w
+                    WHERE w.dst_id = b.id AND w.kind = 'next' AND w.user_id = :user_id
+                    ORDER BY w.created_at DESC, w.src_id
+                    LIMIT 1
+                ) p
+                WHERE b.depth < :last
+            )
+            SELECT b.origin, m.content
+            FROM back b JOIN memories m ON m.id = b.id AND m.user_id = :user_id
+            WHERE b.depth >= :first
+            ORDER BY b.origin, b.depth DESC
+            """
+        ),
+        {
+            "ids": [str(i) for i in memory_ids],
+            "user_id": user_id,
+            "first": 0 if inclusive else 1,
+            "last": turns - 1 if inclusive else turns,
+        },
+    ).all()
+    out: dict[uuid.UUID, list[str]] = defaultdict(list)
+    for origin, content in rows:
+        out[origin].append(content)
+    return dict(out)
 
 
 def create_link(session: Session, user_id: str, src: uuid.UUID, dst: uuid.UUID, *, kind: str, weight: float) -> bool:

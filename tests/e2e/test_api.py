@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from infra.embedded import free_port
 from infra.processes import gateway_command, wait_healthy
+from shared.embedding import SyntheticEmbedder
 from tests.conftest import running, service_env, wait_for_job
 
 pytestmark = pytest.mark.e2e
@@ -278,6 +279,24 @@ def test_a_sequence_batch_lets_a_query_reach_the_reply_to_what_it_matches(http, 
     reply = by_content[turns[1]]
     assert reply["trace"]["hops"] == 1 and reply["path"][0] == by_content[turns[0]]["id"]
     assert reply["trace"]["components"]["activation"] > 0
+
+    # Each turn was embedded after the two before it: the gateway passed them along with the item.
+    by_vector = http.post(
+        "/memory/query",
+        json={
+            "query": "ferry to the island",
+            "user_id": tenant,
+            "explain": True,
+            "k": 3,
+            "retrieval": {"lexical": False},
+        },
+    ).json()
+    similarity = {m["content"]: m["trace"]["dense_similarity"] for m in by_vector["matches"]}
+    synthetic = SyntheticEmbedder(dim=384)
+    (query,) = synthetic.embed(["ferry to the island"])
+    after = synthetic.embed_in_context(turns, ["", turns[0], f"{turns[0]} {turns[1]}"])
+    for turn, vector in zip(turns, after, strict=True):
+        assert similarity[turn] == pytest.approx(float(vector @ query), abs=1e-4)
 
 
 def test_an_added_turn_can_follow_the_previous_one_and_an_unknown_one_is_refused(http, tenant):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 
@@ -719,3 +721,74 @@ def test_a_failing_full_text_stage_fails_the_query_beside_it(db, engine, tenant)
 
     with db.session() as s, pytest.raises(RuntimeError, match="no second connection"):
         engine.query(s, tenant, "memory", k=3, filters=QueryFilters(), side_session=broken_session)
+
+
+def _stored_vector(db, memory_id):
+    with db.session() as s:
+        raw = s.execute(
+            text("SELECT embedding::text FROM memory_vectors WHERE memory_id = :id ORDER BY sector LIMIT 1"),
+            {"id": memory_id},
+        ).scalar_one()
+    return np.array(json.loads(raw), dtype=np.float32)
+
+
+def _embedded_after(engine, content, context):
+    return engine.embedder.embed_in_context([content], [context])[0]
+
+
+def test_a_turn_is_embedded_after_the_turns_it_follows(db, engine, tenant):
+    turns = ["Ivo: where did you park the camper van?", "Lea: behind the old mill", "Ivo: by the river?", "Lea: yes"]
+    ids: list[uuid.UUID] = []
+    for turn in turns:
+        with db.session() as s:
+            memory, _ = engine.add(s, tenant, MemoryCreate(content=turn), follows=ids[-1] if ids else None)
+        ids.append(memory["id"])
+    assert engine.settings.embed_context_turns == 2
+    np.testing.assert_allclose(_stored_vector(db, ids[0]), engine.embedder.embed([turns[0]])[0], atol=1e-6)
+    np.testing.assert_allclose(_stored_vector(db, ids[1]), _embedded_after(engine, turns[1], turns[0]), atol=1e-6)
+    for i in (2, 3):  # the two turns before it, oldest first
+        expected = _embedded_after(engine, turns[i], f"{turns[i - 2]} {turns[i - 1]}")
+        np.testing.assert_allclose(_stored_vector(db, ids[i]), expected, atol=1e-6)
+    with db.session() as s:  # what is stored is what a later re-embed or regeneration reads back
+        assert engine.stored_contexts(s, tenant, ids) == ["", turns[0], "\n".join(turns[:2]), "\n".join(turns[1:3])]
+        assert engine.stored_contexts(s, f"{tenant}-other", ids) == ["", "", "", ""]  # tenants stay apart
+    with db.session() as s:  # new content is embedded after the same turns
+        engine.update(s, tenant, ids[2], {"content": "Ivo: near the river bank?"})
+    expected = _embedded_after(engine, "Ivo: near the river bank?", f"{turns[0]} {turns[1]}")
+    np.testing.assert_allclose(_stored_vector(db, ids[2]), expected, atol=1e-6)
+
+
+def test_walking_back_a_loop_of_next_links_stops_after_the_turns_asked_for(db, engine, tenant):
+    a, _ = add(db, engine, tenant, "Ana: ping")
+    b, _ = add(db, engine, tenant, "Ben: pong")
+    with db.session() as s:
+        store.link_in_order(s, tenant, [a["id"], b["id"], a["id"]])
+        before = store.preceding_contents(s, tenant, [a["id"]], turns=5)
+    # a <- b <- a <- b <- a <- b: five turns back, oldest first, and no further
+    assert before == {a["id"]: ["Ben: pong", "Ana: ping", "Ben: pong", "Ana: ping", "Ben: pong"]}
+
+
+def test_a_sequence_chunk_embeds_each_item_after_the_context_the_gateway_gave_it(db, engine, tenant):
+    from shared.memory_service import CONTEXT_KEY, SEQUENCE_KEY
+
+    items = [
+        {"content": "Ana: shall we book the Lisbon flat?", SEQUENCE_KEY: 0},
+        {"content": "Ben: yes, three nights", SEQUENCE_KEY: 1, CONTEXT_KEY: "Ana: shall we book the Lisbon flat?"},
+    ]
+    with db.session() as s:
+        job_id, _ = job_store.create_job(
+            s, user_id=tenant, kind="batch", total=2, params={"sequence": True}, idempotency_key=None
+        )
+        job_store.add_chunks(s, job_id, [job_store.ChunkSpec(0, "episodic", items)])
+    with db.session() as s:
+        engine.store_chunk(s, job_id, 0)
+    with db.session() as s:
+        rows = s.execute(text("SELECT id, content, meta FROM memories WHERE user_id = :u"), {"u": tenant}).all()
+    by_content = {r.content: r for r in rows}
+    reply = _stored_vector(db, by_content["Ben: yes, three nights"].id)
+    np.testing.assert_allclose(
+        reply, _embedded_after(engine, "Ben: yes, three nights", "Ana: shall we book the Lisbon flat?"), atol=1e-6
+    )
+    question = _stored_vector(db, by_content["Ana: shall we book the Lisbon flat?"].id)
+    np.testing.assert_allclose(question, engine.embedder.embed(["Ana: shall we book the Lisbon flat?"])[0], atol=1e-6)
+    assert all(r.meta == {} for r in rows)  # the context is not kept as the memory's metadata

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 
@@ -212,3 +214,33 @@ def test_advanced_mode_moves_one_sector_to_a_model_of_its_own(store, settings):
     with db.session() as s:
         written = s.execute(text("SELECT sector, dim FROM memory_vectors WHERE memory_id = :j"), {"j": joyful}).all()
     assert ("emotional", 128) in written and all(dim == (128 if sec == "emotional" else 384) for sec, dim in written)
+
+
+def test_a_turn_is_reembedded_after_the_turns_it_follows(store):
+    db, engine = store
+    turns = ["Ivo: where did you park the camper van?", "Lea: behind the old mill", "Ivo: which mill?"]
+    ids = []
+    for turn in turns:
+        with db.session() as s:
+            memory, _ = engine.add(s, "alice", MemoryCreate(content=turn), follows=ids[-1] if ids else None)
+        ids.append(memory["id"])
+    with db.session() as s:
+        job_id = reembed.start_job(s, TARGETS, chunk_size=2)
+    with db.session() as s:
+        chunks = reembed.plan_round(s, job_id)
+    for chunk in chunks:  # a chunk may hold a turn without the turns before it
+        with db.session() as s:
+            reembed.process_chunk(
+                s, job_id, chunk.seq, lambda _: NEW, contexts_of=lambda u, i: engine.stored_contexts(s, u, i)
+            )
+    with db.session() as s:
+        stored = {
+            r.memory_id: np.array(json.loads(r.embedding), dtype=np.float32)
+            for r in s.execute(
+                text("SELECT DISTINCT ON (memory_id) memory_id, embedding::text FROM memory_vectors WHERE dim = 128")
+            ).all()
+        }
+    np.testing.assert_allclose(stored[ids[0]], NEW.embed([turns[0]])[0], atol=1e-6)
+    np.testing.assert_allclose(
+        stored[ids[2]], NEW.embed_in_context([turns[2]], [f"{turns[0]} {turns[1]}"])[0], atol=1e-6
+    )

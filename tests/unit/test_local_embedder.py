@@ -64,3 +64,31 @@ def test_factory_builds_it_and_checks_the_dimension():
     assert create_embedder(Settings(embedding_provider="local")).dim == 384  # the model's own when unset
     with pytest.raises(ValueError, match="MNEMOFLOW_VECTOR_DIM=384 or leave it unset"):
         create_embedder(Settings(embedding_provider="local", vector_dim=256))
+
+
+QUESTION = "Maya: which ferry do you take to the island on Sundays?"
+REPLY = "Theo: the early one, it leaves at seven"
+
+
+def test_a_text_in_context_leans_towards_what_it_follows_and_stays_about_itself(local):
+    alone, question, unrelated = local.embed([REPLY, QUESTION, "Quarterly revenue rose by four percent."])
+    (in_context,) = local.embed_in_context([REPLY], [QUESTION])
+    assert float(np.linalg.norm(in_context)) == pytest.approx(1.0, abs=1e-5)
+    assert float(in_context @ question) > float(alone @ question) + 0.3  # it carries what it answers
+    assert float(in_context @ alone) > float(in_context @ unrelated) + 0.3  # pooled from its own tokens only
+
+
+def test_without_context_or_room_for_it_a_text_gets_its_plain_vector(local):
+    long_text = "The lighthouse keeper logged the storm at midnight. " * 60  # fills a window alone
+    plain = local.embed([REPLY, long_text, QUESTION])
+    np.testing.assert_allclose(local.embed_in_context([REPLY, long_text, QUESTION], ["", QUESTION, ""]), plain)
+    with pytest.raises(ValueError, match="contexts"):
+        local.embed_in_context([REPLY], [])
+
+
+def test_only_the_end_of_a_long_context_is_read(local):
+    near = " filler" * 300 + " " + QUESTION  # the window keeps its last ~240 tokens
+    first, second = local.embed_in_context([REPLY, REPLY], ["alpha " * 100 + near, "beta " * 100 + near])
+    np.testing.assert_allclose(first, second, atol=1e-6)
+    (short,) = local.embed_in_context([REPLY], ["beta " * 100 + QUESTION])
+    assert float(short @ first) < 0.999  # what is near the text does count

@@ -81,6 +81,15 @@ def test_negative_cosine_never_lowers_similarity_below_zero():
     assert c.components["similarity"] == 0.0
 
 
+def test_a_memory_with_no_vector_to_compare_is_judged_by_its_words_alone():
+    fingerprint, measured = Candidate(A, lexical_score=2.0), Candidate(B, lexical_score=2.0)
+    score(fingerprint, cosine=None, max_lexical=2.0, alpha=0.7)
+    score(measured, cosine=0.0, max_lexical=2.0, alpha=0.7)
+    assert fingerprint.components["similarity"] == pytest.approx(1.0)  # not 0.3: no cosine is not a cosine of 0
+    assert measured.components["similarity"] == pytest.approx(0.3)
+    assert fingerprint.components["cosine"] == 0.0 and fingerprint.similarity == 0.0
+
+
 def test_status_and_confidence_scale_the_composite():
     base = score(Candidate(A), cosine=0.8, salience=0.5)
     superseded = Candidate(B)

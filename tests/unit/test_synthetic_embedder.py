@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from shared.embedding import EmbeddingProvider, SyntheticEmbedder, mean_vector
+from shared.embedding.synthetic import CONTEXT_WEIGHT
 
 
 def test_implements_the_provider_interface():
@@ -118,3 +119,15 @@ def test_throughput_smoke():
     elapsed = time.perf_counter() - started
     print(f"synthetic embedder: {len(texts) / elapsed:,.0f} sentences/s ({rows.shape[1]} dims)")
     assert rows.shape == (5000, 384)
+
+
+def test_in_context_a_text_leans_towards_its_context_and_others_are_unchanged():
+    embedder = SyntheticEmbedder(dim=64)
+    texts, contexts = ["the early one at seven", "an unrelated note"], ["which ferry on Sundays", ""]
+    leaning, plain = embedder.embed_in_context(texts, contexts)
+    own, context = embedder.embed([texts[0], contexts[0]])
+    expected = own + CONTEXT_WEIGHT * context
+    np.testing.assert_allclose(leaning, expected / np.linalg.norm(expected), atol=1e-6)
+    np.testing.assert_array_equal(plain, embedder.embed([texts[1]])[0])
+    with pytest.raises(ValueError, match="contexts"):
+        embedder.embed_in_context(texts, contexts[:1])

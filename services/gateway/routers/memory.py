@@ -17,7 +17,7 @@ from shared import retrieval_stats
 from shared import sectors as sector_rules
 from shared.activity import query_finished, query_started
 from shared.errors import InvalidInput, NotFound
-from shared.memory_service import SEQUENCE_KEY, chunk_item
+from shared.memory_service import CONTEXT_KEY, SEQUENCE_KEY, chunk_item, sequence_contexts
 from shared.schemas import (
     BatchRequest,
     LinkCreate,
@@ -166,6 +166,11 @@ def add_batch(body: BatchRequest, state: StateDep, principal: PrincipalDep, resp
             f"{len(body.items):,} items in one batch; the limit is {settings.max_batch_items:,}. Split the batch."
         )
     by_sector: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    contexts = sequence_contexts(
+        [item.content for item in body.items],
+        turns=settings.embed_context_turns if body.sequence else 0,
+        chars=settings.embed_context_chars,
+    )
     for i, item in enumerate(body.items):
         state.engine.validate_item(item, where=f"items[{i}]")
         if item.user_id is not None:
@@ -174,6 +179,8 @@ def add_batch(body: BatchRequest, state: StateDep, principal: PrincipalDep, resp
         raw = chunk_item(item, classification)
         if body.sequence:
             raw[SEQUENCE_KEY] = i
+        if contexts[i]:
+            raw[CONTEXT_KEY] = contexts[i]
         by_sector[classification.primary].append(raw)
     chunks: list[job_store.ChunkSpec] = []
     for sector in sorted(by_sector):
