@@ -24,8 +24,8 @@ class ContextualEmbeddingProvider(EmbeddingProvider, Protocol):
     """A provider that can embed a text as read after some context (a conversation's previous turns)."""
 
     def embed_in_context(self, texts: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
-        """Like `embed`, each text's vector shaped by its context ("" for none); the context itself is not
-        what is embedded: a vector still stands for its own text."""
+        """Like `embed`, each text's vector shaped by its context ("" for none): pooled from the text's own
+        tokens as read after the context, so it leans towards what the text answers or continues."""
         ...
 
 
