@@ -345,9 +345,29 @@ class MemoryEngine:
             )
         if prepared is not None or was_counted:  # new content is indexed at once; a fresh memory waits its merge
             store.count_terms(session, [memory_id], sign=1)
+        if prepared is not None:
+            self._reembed_followers(session, user_id, memory_id)
         updated = store.get_memory(session, user_id, memory_id)
         assert updated is not None
         return updated
+
+    def _reembed_followers(self, session: Session, user_id: str, memory_id: uuid.UUID) -> int:
+        """The turns after an edited memory were embedded after its old text: embed them again after the new
+        one. Full-width ones only (a compressed one gets its context when it regenerates); returns how many."""
+        followers = store.full_width_followers(session, user_id, memory_id, turns=self.settings.embed_context_turns)
+        if not followers:
+            return 0
+        ids = [f.id for f in followers]
+        vectors, calls = self.embed_by_sector(
+            [normalize_content(f.content) for f in followers],
+            [f.sectors for f in followers],
+            self.stored_contexts(session, user_id, ids),
+        )
+        for call in calls:
+            job_store.log_embedding(session, call, purpose="update")
+        indexed = set(store.settled_ids(session, ids))  # a memory waiting for its merge stays in the fresh tier
+        store.swap_vectors(session, [(i, user_id, v, i in indexed) for i, v in zip(ids, vectors, strict=True)])
+        return len(ids)
 
     def delete(self, session: Session, user_id: str, memory_id: uuid.UUID) -> bool:
         """Delete a memory (vectors and waypoints cascade) and take it out of the BM25 statistics."""

@@ -393,6 +393,40 @@ def preceding_contents(
     return dict(out)
 
 
+@dataclass(frozen=True)
+class Follower:
+    id: uuid.UUID
+    content: str
+    sectors: tuple[str, ...]
+
+
+def full_width_followers(session: Session, user_id: str, memory_id: uuid.UUID, *, turns: int) -> list[Follower]:
+    """The memories up to `turns` `next` links after `memory_id` (every branch) whose vectors are full width,
+    locked for a re-embed; compressed and fingerprinted ones are left to their regeneration."""
+    if turns <= 0:
+        return []
+    rows = session.execute(
+        text(
+            """
+            WITH RECURSIVE ahead (id, depth) AS (
+                SELECT CAST(:id AS uuid), 0
+                UNION
+                SELECT w.dst_id, a.depth + 1
+                FROM ahead a JOIN waypoints w ON w.src_id = a.id AND w.kind = 'next' AND w.user_id = :user_id
+                WHERE a.depth < :turns
+            )
+            SELECT m.id, m.content, m.sectors FROM memories m
+            WHERE m.id IN (SELECT id FROM ahead WHERE id <> CAST(:id AS uuid)) AND m.user_id = :user_id
+              AND m.compression = 'full'
+            ORDER BY m.id
+            FOR UPDATE
+            """
+        ),
+        {"id": memory_id, "user_id": user_id, "turns": turns},
+    ).all()
+    return [Follower(r.id, r.content, tuple(r.sectors)) for r in rows]
+
+
 def create_link(session: Session, user_id: str, src: uuid.UUID, dst: uuid.UUID, *, kind: str, weight: float) -> bool:
     """A typed waypoint between two of the tenant's memories (weight updated if it exists); False if either
     memory is not the tenant's. `supersedes` also marks the older memory superseded."""

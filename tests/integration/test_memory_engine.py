@@ -752,10 +752,16 @@ def test_a_turn_is_embedded_after_the_turns_it_follows(db, engine, tenant):
     with db.session() as s:  # what is stored is what a later re-embed or regeneration reads back
         assert engine.stored_contexts(s, tenant, ids) == ["", turns[0], "\n".join(turns[:2]), "\n".join(turns[1:3])]
         assert engine.stored_contexts(s, f"{tenant}-other", ids) == ["", "", "", ""]  # tenants stay apart
-    with db.session() as s:  # new content is embedded after the same turns
+    before_edit = [_stored_vector(db, i) for i in ids]
+    with db.session() as s:  # new content is embedded after the same turns, and the turn after it again
         engine.update(s, tenant, ids[2], {"content": "Ivo: near the river bank?"})
     expected = _embedded_after(engine, "Ivo: near the river bank?", f"{turns[0]} {turns[1]}")
     np.testing.assert_allclose(_stored_vector(db, ids[2]), expected, atol=1e-6)
+    expected = _embedded_after(engine, turns[3], f"{turns[1]} Ivo: near the river bank?")
+    np.testing.assert_allclose(_stored_vector(db, ids[3]), expected, atol=1e-6)
+    assert not np.allclose(before_edit[3], expected, atol=1e-3)
+    for i in (0, 1):  # the turns before it are untouched
+        np.testing.assert_array_equal(_stored_vector(db, ids[i]), before_edit[i])
 
 
 def test_walking_back_a_loop_of_next_links_stops_after_the_turns_asked_for(db, engine, tenant):
@@ -792,3 +798,13 @@ def test_a_sequence_chunk_embeds_each_item_after_the_context_the_gateway_gave_it
     question = _stored_vector(db, by_content["Ana: shall we book the Lisbon flat?"].id)
     np.testing.assert_allclose(question, engine.embedder.embed(["Ana: shall we book the Lisbon flat?"])[0], atol=1e-6)
     assert all(r.meta == {} for r in rows)  # the context is not kept as the memory's metadata
+
+    with db.session() as s:  # an edit re-embeds the reply after it, which stays in the fresh tier for its merge
+        engine.update(s, tenant, by_content["Ana: shall we book the Lisbon flat?"].id, {"content": "Ana: Porto?"})
+        fresh = s.execute(
+            text("SELECT bool_and(NOT indexed) FROM memory_vectors WHERE memory_id = :id"),
+            {"id": by_content["Ben: yes, three nights"].id},
+        ).scalar_one()
+    assert fresh is True
+    reply = _stored_vector(db, by_content["Ben: yes, three nights"].id)
+    np.testing.assert_allclose(reply, _embedded_after(engine, "Ben: yes, three nights", "Ana: Porto?"), atol=1e-6)
