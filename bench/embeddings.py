@@ -17,7 +17,7 @@ import time
 from bench.common import corpus, percentiles
 from shared.config import Settings
 from shared.embedding import SyntheticEmbedder
-from shared.embedding.base import EmbeddingProvider, embed_texts
+from shared.embedding.base import ContextualEmbeddingProvider, EmbeddingProvider, embed_texts
 from shared.embedding.local import LocalOnnxEmbedder, ModelUnavailable
 from shared.embedding.static import StaticEmbedder
 from shared.memory_service import sequence_contexts
@@ -59,7 +59,7 @@ def main() -> None:
             f"{single['p50']:>14.2f} {single['p95']:>14.2f}",
             flush=True,
         )
-        if hasattr(provider, "embed_in_context"):
+        if isinstance(provider, ContextualEmbeddingProvider):
             in_context, single = measure(provider, texts, args.singles, contexts)
             print(
                 f"{'  in context':<10} {'(after 2 turns)':<28} {provider.dim:>4} {in_context:>10,.0f} "

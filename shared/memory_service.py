@@ -55,12 +55,18 @@ SEQUENCE_KEY = "_position"  # a `sequence` batch item's place in the request (se
 CONTEXT_KEY = "_context"  # a `sequence` batch item's previous turns, to embed it after them
 
 
+def joined_context(turns: Sequence[str], chars: int) -> str:
+    """The turns a memory follows as what it is embedded after: one per line, the last `chars` characters.
+    One rule for a batch's items and for stored memories, so a re-embed reproduces a batch's vector."""
+    return "\n".join(turns)[-chars:] if chars > 0 else ""
+
+
 def sequence_contexts(contents: Sequence[str], *, turns: int, chars: int) -> list[str]:
     """What each item of a sequence is embedded after: the `turns` items before it, one per line, cut to the
     last `chars` characters ("" for the first item, or with turns = 0)."""
-    if turns <= 0 or chars <= 0:
+    if turns <= 0:
         return ["" for _ in contents]
-    return ["\n".join(contents[max(0, i - turns) : i])[-chars:] for i in range(len(contents))]
+    return [joined_context(contents[max(0, i - turns) : i], chars) for i in range(len(contents))]
 
 
 def chunk_item(item: MemoryCreate, classification: sector_rules.Classification) -> dict[str, Any]:
@@ -188,7 +194,6 @@ class MemoryEngine:
                 cls = sector_rules.classify(text_)
                 known = (cls.sectors, cls.confidence)
             classes.append(known)
-        contexts = [normalize_content(c) for c in contexts] if contexts else None
         vectors, calls = self.embed_by_sector(texts, [sectors for sectors, _ in classes], contexts)
         prepared = []
         for i, (item, text_) in enumerate(zip(items, texts, strict=True)):
@@ -224,7 +229,9 @@ class MemoryEngine:
     ) -> tuple[list[dict[str, SectorVector]], list[EmbedCall]]:
         """Each text's vector in each of its sectors: one provider call per model for the texts with a sector of
         that model (one call in simple mode), the same vector shared by that model's sectors. `contexts`: what
-        each text follows, for the providers that can embed a text after its context."""
+        each text follows, for the providers that can embed a text after its context (normalised here, as the
+        texts are by the callers)."""
+        contexts = [normalize_content(c) for c in contexts] if contexts else None
         vectors: list[dict[str, SectorVector]] = [{} for _ in texts]
         calls = []
         for provider, sectors_of_model in store.group_sectors(self.embedders):
@@ -251,7 +258,7 @@ class MemoryEngine:
         before = store.preceding_contents(
             session, user_id, memory_ids, turns=s.embed_context_turns, inclusive=inclusive
         )
-        return ["\n".join(before.get(i, []))[-s.embed_context_chars :] for i in memory_ids]
+        return [joined_context(before.get(i, []), s.embed_context_chars) for i in memory_ids]
 
     def store(self, session: Session, memories: Sequence[NewMemory], *, settle: bool) -> list[store.StoredRef]:
         """Insert prepared memories (idempotent on user + content).
