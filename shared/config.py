@@ -170,6 +170,9 @@ class Settings(BaseSettings):
     waypoint_hop_decay: float = Field(default=0.5, ge=0.0, le=1.0)
     # Spreading activation over waypoints (OpenMem: both directions, max_hops 2, decay 0.5 per hop, max wins)
     activation_max_hops: int = Field(default=2, ge=1, le=2)
+    # Context support: the best relevance among the memories within activation_max_hops in reading order
+    # (`next` links), times this, is added to a memory's similarity (0 = off); see retrieval.context_support
+    context_weight: float = Field(default=0.4, ge=0.0, le=2.0)
     text_search_config: str = "english"
     # BM25 over the tsvector with per-tenant document frequencies (k1, b: Anserini/Pyserini's defaults, the
     # BM25 of the SciFact reference points; Lucene's own are 1.2 / 0.75)

@@ -33,6 +33,7 @@ from shared.hot_rows import PAYLOAD_FIELDS, HotRowCache
 from shared.packing import Packing, pack
 from shared.retrieval import (
     Candidate,
+    context_support,
     fuse,
     mmr_order,
     relevance,
@@ -503,7 +504,7 @@ class MemoryEngine:
             watch.lap("lexical_wait")  # how much longer than embedding + dense search the full-text stage took
             watch.laps["lexical"] = lexical_ms
         seeds = fuse(lexical, dense, rrf_k=s.rrf_k, limit=pool)
-        rows, links, contradicts = store.fetch_with_links(
+        rows, links, reading_order, contradicts = store.fetch_with_links(
             session,
             user_id,
             list(seeds),
@@ -536,6 +537,16 @@ class MemoryEngine:
         if where.active:  # linked memories must pass the same filters as direct hits
             candidates = {i: c for i, c in candidates.items() if i in rows and _passes(rows[i], where)}
         cosines = {i: cosine_of(i, c) for i, c in candidates.items() if i in rows}
+        if options.waypoints and s.context_weight > 0 and reading_order:  # what surrounds it in reading order
+            own = {
+                i: relevance(c, cosine=cosines[i], max_lexical=max_lexical, fusion_alpha=s.fusion_alpha)
+                for i, c in candidates.items()
+                if i in cosines
+            }
+            for memory_id, (support, lender) in context_support(
+                own, reading_order, max_hops=s.activation_max_hops
+            ).items():
+                candidates[memory_id].support, candidates[memory_id].support_from = support, lender
         recency_weight = recency_weight if recency_weight is not None else s.recency_weight
         weights = ScoreWeights(*s.score_weights) if recency_weight is None else recency_interpolated(recency_weight)
         scored = []
@@ -557,6 +568,7 @@ class MemoryEngine:
                 status=row["status"],
                 confidence=float(row["confidence"]),
                 confidence_weight=s.weight_confidence,
+                context_weight=s.context_weight,
             )
             scored.append((candidate, row))
         if contradicts and options.rank == "composite":

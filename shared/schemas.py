@@ -261,6 +261,9 @@ class MatchTrace(BaseModel):
     rrf_score: float = 0.0
     hops: int = 0
     via: str | None = None
+    context_from: str | None = Field(
+        default=None, description="the linked memory whose relevance lent this one its `context` component"
+    )
     components: dict[str, float]
 
 

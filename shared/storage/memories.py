@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 from pgvector import Vector
@@ -914,6 +914,15 @@ def dense_candidates(
     return sorted(best.items(), key=lambda kv: (-kv[1], str(kv[0])))
 
 
+class FetchedLinks(NamedTuple):
+    """What `fetch_with_links` read: lean rows by id, and the links among them by kind."""
+
+    rows: dict[uuid.UUID, dict[str, Any]]
+    links: list[tuple[uuid.UUID, uuid.UUID, float]]  # association and `next`: activation spreads along both
+    order: list[tuple[uuid.UUID, uuid.UUID, float]]  # `next` alone: the reading order context support follows
+    contradicts: list[tuple[uuid.UUID, uuid.UUID]]
+
+
 def fetch_with_links(
     session: Session,
     user_id: str,
@@ -923,18 +932,17 @@ def fetch_with_links(
     known_cosine: Sequence[uuid.UUID] = (),
     max_hops: int = 1,
     ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
-) -> tuple[
-    dict[uuid.UUID, dict[str, Any]], list[tuple[uuid.UUID, uuid.UUID, float]], list[tuple[uuid.UUID, uuid.UUID]]
-]:
+) -> FetchedLinks:
     """One round trip for what scoring needs: the seeds, the memories up to `max_hops` (1 or 2) association or
     reading-order (`next`) waypoints away (either direction), each with `cosine` (the query's similarity to its
     primary-sector vector; None for `known_cosine` ids, which the dense search already measured), the links
-    that spread activation, and the `contradicts` edges from those memories.
+    that spread activation, those of them that are reading order, and the `contradicts` edges from those
+    memories.
 
     Rows are lean: without their payload (content, summary, metadata, document) but with `version`; the
     caller scores many and reads the payload of the few it returns (`fetch_payloads`, or the hot-row cache)."""
     if not seed_ids:
-        return {}, [], []
+        return FetchedLinks({}, [], [], [])
     params: dict[str, Any] = {}
     branches = []
     for g, (query, sectors) in enumerate(group_sectors(queries)):
@@ -1002,6 +1010,7 @@ def fetch_with_links(
     )
     memories: dict[uuid.UUID, dict[str, Any]] = {}
     links: list[tuple[uuid.UUID, uuid.UUID, float]] = []
+    order: list[tuple[uuid.UUID, uuid.UUID, float]] = []
     contradicts: list[tuple[uuid.UUID, uuid.UUID]] = []
     for row in rows:
         if row["user_id"] != user_id:  # looked up by primary key; the tenant is checked on the rows
@@ -1009,12 +1018,14 @@ def fetch_with_links(
         src = row["id"]
         out = (row.pop("dst_ids") or (), row.pop("weights") or (), row.pop("kinds") or ())
         for dst, weight, kind in zip(*out, strict=True):  # aggregated from the same rows
-            if kind != "contradicts":  # association links and reading order (`next`) both spread
-                links.append((src, dst, weight))
-            else:
+            if kind == "contradicts":
                 contradicts.append((src, dst))
+                continue
+            links.append((src, dst, weight))  # association links and reading order (`next`) both spread
+            if kind == "next":
+                order.append((src, dst, weight))
         memories[row["id"]] = row
-    return memories, links, contradicts
+    return FetchedLinks(memories, links, order, contradicts)
 
 
 def fetch_payloads(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:

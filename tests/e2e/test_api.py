@@ -279,6 +279,9 @@ def test_a_sequence_batch_lets_a_query_reach_the_reply_to_what_it_matches(http, 
     reply = by_content[turns[1]]
     assert reply["trace"]["hops"] == 1 and reply["path"][0] == by_content[turns[0]]["id"]
     assert reply["trace"]["components"]["activation"] > 0
+    thanks = by_content[turns[2]]  # two turns after the question: the question's match lends it context
+    assert thanks["trace"]["context_from"] == by_content[turns[0]]["id"]
+    assert thanks["trace"]["components"]["context"] > 0
 
     # Each turn was embedded after the two before it: the gateway passed them along with the item.
     by_vector = http.post(

@@ -808,3 +808,40 @@ def test_a_sequence_chunk_embeds_each_item_after_the_context_the_gateway_gave_it
     assert fresh is True
     reply = _stored_vector(db, by_content["Ben: yes, three nights"].id)
     np.testing.assert_allclose(reply, _embedded_after(engine, "Ben: yes, three nights", "Ana: Porto?"), atol=1e-6)
+
+
+def test_of_two_equal_matches_the_one_amid_other_matches_ranks_first(db, engine, tenant, settings):
+    # Two memories with the same words for the query; the second follows a turn that matches it too.
+    lone, _ = add(db, engine, tenant, "Orla: the glacier hike starts at dawn")
+    asked, _ = add(db, engine, tenant, "Nils: when does the glacier hike start")
+    with db.session() as s:
+        answer = MemoryCreate(content="Nils: the glacier hike starts at noon")
+        amid, _ = engine.add(s, tenant, answer, follows=asked["id"])
+    alike, _ = add(db, engine, tenant, "Orla: glacier hike gear, crampons and rope")
+    with db.session() as s:  # an association link lends nothing: it joins memories that say the same thing
+        s.execute(
+            text("INSERT INTO waypoints (src_id, dst_id, user_id, weight) VALUES (:a, :b, :u, 0.9)"),
+            {"a": lone["id"], "b": alike["id"], "u": tenant},
+        )
+    options = RetrievalOptions(dense=False)  # full text alone: the two answers' own matches are equal
+
+    def ask(eng):
+        with db.session() as s:
+            outcome = eng.query(s, tenant, "glacier hike starts", k=8, filters=QueryFilters(), options=options)
+        return {c.id: c for c, _ in outcome.matches}, [c.id for c, _ in outcome.matches]
+
+    by_id, order = ask(engine)
+    assert by_id[amid["id"]].components["lexical"] == pytest.approx(by_id[lone["id"]].components["lexical"])
+    assert order.index(amid["id"]) < order.index(lone["id"])
+    lent = by_id[amid["id"]]
+    assert lent.support_from == asked["id"]
+    question = by_id[asked["id"]].components  # its own relevance: the cosine the fetch measured, and its words
+    alpha = settings.fusion_alpha
+    own_of_asked = alpha * max(question["cosine"], 0) + (1 - alpha) * question["lexical"]
+    assert lent.components["context"] == pytest.approx(settings.context_weight * own_of_asked, abs=1e-5)
+    assert by_id[lone["id"]].waypoint_weight > 0  # it is linked, and to a match
+    assert "context" not in by_id[lone["id"]].components  # but not in reading order
+    off = MemoryEngine(settings.model_copy(update={"context_weight": 0.0}), SyntheticEmbedder(dim=384))
+    by_id, _ = ask(off)
+    assert "context" not in by_id[amid["id"]].components
+    assert by_id[amid["id"]].score < lent.score

@@ -8,7 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.retrieval import Candidate, fuse, resolve_conflicts, score_candidate, spread_activation
+from shared.retrieval import (
+    Candidate,
+    context_support,
+    fuse,
+    resolve_conflicts,
+    score_candidate,
+    spread_activation,
+)
 from shared.scoring import ScoreWeights
 
 A, B, C, D = (uuid.UUID(int=i) for i in range(1, 5))
@@ -174,6 +181,41 @@ def test_a_linked_memory_scores_by_the_larger_of_its_own_match_and_its_activatio
     echo = Candidate(C, hops=1, via=A, waypoint_weight=1.0, activation=0.05)  # matches well on its own
     score(echo, cosine=0.9, max_lexical=2.0)
     assert echo.components["similarity"] == pytest.approx(0.5 * (0.5 * 0.9))
+
+
+def test_context_support_lends_the_best_linked_relevance_within_the_hops_both_ways():
+    # A - B - C - D in reading order (weights 1.0, 0.5, 1.0); E hangs off A by an association of 0.5.
+    E = uuid.UUID(int=5)
+    links = [(A, B, 1.0), (B, C, 0.5), (C, D, 1.0), (E, A, 0.5)]
+    own = {A: 0.9, B: 0.1, C: 0.0, D: 0.6, E: 0.3}
+    support = context_support(own, links, max_hops=2)
+    assert support[B] == pytest.approx((0.9, A))  # A (0.9 x 1.0) beats D two hops off (0.6 x 1.0 x 0.5)
+    assert support[C] == pytest.approx((0.6, D))  # D beats A two hops off (0.9 x 1.0 x 0.5 = 0.45)
+    assert support[A] == pytest.approx((0.15, E))  # against the link's direction: E (0.3 x 0.5) beats B (0.1)
+    assert support[D] == pytest.approx((0.05, B))  # through C, which lends nothing itself; no decay per hop
+    assert support[E] == pytest.approx((0.45, A))
+    assert D not in context_support(own, links, max_hops=1)  # its only neighbour, C, matches nothing
+
+
+def test_context_support_ignores_memories_outside_the_scored_set_and_cycles():
+    links = [(A, B, 1.0), (B, C, 1.0), (C, A, 1.0)]  # a loop: nothing is reached twice on one path
+    support = context_support({A: 0.8, B: 0.2}, links, max_hops=2)
+    assert set(support) == {A, B}  # C was fetched as a link's end but not scored: it neither lends nor gets
+    assert support[B] == pytest.approx((0.8, A)) and support[A] == pytest.approx((0.2, B))
+    assert context_support({A: 0.8}, [], max_hops=2) == {}
+
+
+def test_context_support_is_added_to_the_similarity_and_shown_in_the_trace():
+    plain, amid = Candidate(A), Candidate(B, support=0.8, support_from=A)
+    score(plain, cosine=0.6, max_lexical=0.0, alpha=1.0, context_weight=0.4)
+    score(amid, cosine=0.6, max_lexical=0.0, alpha=1.0, context_weight=0.4)
+    assert plain.components["similarity"] == pytest.approx(0.6) and "context" not in plain.components
+    assert amid.components["similarity"] == pytest.approx(0.6 + 0.4 * 0.8)
+    assert amid.components["context"] == pytest.approx(0.32)
+    assert amid.score - plain.score == pytest.approx(0.6 * 0.32)
+    off = Candidate(C, support=0.8, support_from=A)
+    score(off, cosine=0.6, max_lexical=0.0, alpha=1.0, context_weight=0.0)
+    assert off.score == pytest.approx(plain.score) and "context" not in off.components
 
 
 def test_a_query_outcome_is_injected_blind_or_without_memories() -> None:

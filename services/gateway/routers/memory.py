@@ -104,6 +104,7 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
                 rrf_score=round(c.rrf_score, 6),
                 hops=c.hops,
                 via=str(c.via) if c.via else None,
+                context_from=str(c.support_from) if c.components.get("context") else None,
                 components=c.components,
             )
             if body.explain
