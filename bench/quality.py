@@ -126,6 +126,7 @@ def ingest(
                 batch = part[start : start + REQUEST_ITEMS]
                 items = [
                     {"content": content, "metadata": {"doc_id": doc_id} | _when(corpus, doc_id)}
+                    | ({"occurred_at": corpus.when[doc_id]} if doc_id in corpus.when else {})
                     for doc_id, content in batch
                 ]
                 body = {

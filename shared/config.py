@@ -173,6 +173,9 @@ class Settings(BaseSettings):
     # Context support: the best relevance among the memories within activation_max_hops in reading order
     # (`next` links), times this, is added to a memory's similarity (0 = off); see retrieval.context_support
     context_weight: float = Field(default=0.4, ge=0.0, le=2.0)
+    # Time anchoring: added to the similarity of a memory that occurred (occurred_at, else created_at) in the
+    # month or year the query names (0 = off); see shared.temporal
+    period_weight: float = Field(default=0.5, ge=0.0, le=2.0)
     text_search_config: str = "english"
     # BM25 over the tsvector with per-tenant document frequencies (k1, b: Anserini/Pyserini's defaults, the
     # BM25 of the SciFact reference points; Lucene's own are 1.2 / 0.75)

@@ -47,6 +47,7 @@ from shared.storage import jobs as job_store
 from shared.storage import memories as store
 from shared.storage.memories import MemoryFilter, NewMemory, SectorVector
 from shared.storage.models import guard_store_model, per_sector
+from shared.temporal import query_period
 from shared.text import hash_normalized, normalize_content
 
 ChunkClassification = tuple[tuple[str, ...], float]  # sectors (primary first), confidence
@@ -221,6 +222,7 @@ class MemoryEngine:
                     confidence=item.confidence,
                     classification_confidence=confidence,
                     vectors=vectors[i],
+                    occurred_at=item.occurred_at,
                 )
             )
         return prepared, calls
@@ -324,7 +326,8 @@ class MemoryEngine:
         return memory, not ref.created
 
     def update(self, session: Session, user_id: str, memory_id: uuid.UUID, patch: dict[str, Any]) -> dict[str, Any]:
-        """Change content (re-classified, re-embedded), tags or metadata; BM25 statistics follow the change."""
+        """Change content (re-classified, re-embedded), tags, metadata, status or occurred_at; BM25 statistics
+        follow the change."""
         current = store.get_memory(session, user_id, memory_id)
         if current is None:
             raise NotFound(f"memory {memory_id} not found")
@@ -347,9 +350,10 @@ class MemoryEngine:
         store.count_terms(session, was_counted, sign=-1)
         if prepared is not None:
             store.replace_content(session, user_id, memory_id, prepared)
-        if tags is not None or metadata is not None or patch.get("status") is not None:
+        status, occurred_at = patch.get("status"), patch.get("occurred_at")
+        if tags is not None or metadata is not None or status is not None or occurred_at is not None:
             store.update_memory_fields(
-                session, user_id, memory_id, tags=tags, meta=metadata, status=patch.get("status")
+                session, user_id, memory_id, tags=tags, meta=metadata, status=status, occurred_at=occurred_at
             )
         if prepared is not None or was_counted:  # new content is indexed at once; a fresh memory waits its merge
             store.count_terms(session, [memory_id], sign=1)
@@ -547,6 +551,12 @@ class MemoryEngine:
                 own, reading_order, max_hops=s.activation_max_hops
             ).items():
                 candidates[memory_id].support, candidates[memory_id].support_from = support, lender
+        period = query_period(query) if s.period_weight > 0 and options.rank == "composite" else None
+        if period:  # time anchoring: the memories that occurred in the month or year the query names
+            for memory_id, candidate in candidates.items():
+                row = rows.get(memory_id)
+                if row is not None:
+                    candidate.in_period = period.contains((row["occurred_at"] or row["created_at"]).astimezone(UTC))
         recency_weight = recency_weight if recency_weight is not None else s.recency_weight
         weights = ScoreWeights(*s.score_weights) if recency_weight is None else recency_interpolated(recency_weight)
         scored = []
@@ -569,6 +579,7 @@ class MemoryEngine:
                 confidence=float(row["confidence"]),
                 confidence_weight=s.weight_confidence,
                 context_weight=s.context_weight,
+                period_weight=s.period_weight,
             )
             scored.append((candidate, row))
         if contradicts and options.rank == "composite":

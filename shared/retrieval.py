@@ -42,6 +42,7 @@ class Candidate:
     activation: float = 0.0  # the relevance spread to it through waypoints (from its seed, or a linked seed's)
     support: float = 0.0  # the best relevance among the memories linked to it (context_support)
     support_from: uuid.UUID | None = None
+    in_period: bool = False  # it occurred in the period the query names (time anchoring)
     similarity: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
@@ -212,6 +213,7 @@ def score_candidate(
     confidence: float = 1.0,
     confidence_weight: float = 0.0,
     context_weight: float = 0.0,
+    period_weight: float = 0.0,
 ) -> float:
     """OpenMemory's composite (0.6 sim + 0.2 salience + 0.1 recency + 0.1 waypoint).
 
@@ -220,15 +222,17 @@ def score_candidate(
     reached through waypoints keeps the larger of that and the activation its seed spread to it (so the
     reply after a matching question ranks by the question's match). The sum is multiplied by OpenMem's
     status penalty (superseded 0.5, contradicted 0.3) and confidence factor. `context_weight` times the
-    candidate's `support` (see context_support) is added to `sim`.
+    candidate's `support` (see context_support) is added to `sim`, and `period_weight` when the candidate
+    occurred in the period the query names.
     """
     lexical = lexical_strength(candidate, max_lexical)
     own = relevance(candidate, cosine=cosine, max_lexical=max_lexical, fusion_alpha=fusion_alpha)
     fused = max((hop_decay**candidate.hops) * own, candidate.activation)
     context = context_weight * candidate.support
+    period = period_weight if candidate.in_period else 0.0
     days = max((now - last_seen_at).total_seconds(), 0.0) / 86400.0
     components = ScoreComponents(
-        similarity=fused + context,
+        similarity=fused + context + period,
         salience=salience,
         recency=recency_score(days, recency_decay_per_day),
         waypoint=candidate.waypoint_weight,
@@ -246,6 +250,8 @@ def score_candidate(
         candidate.components["activation"] = round(candidate.activation, 6)
     if context:
         candidate.components["context"] = round(context, 6)
+    if period:
+        candidate.components["period"] = round(period, 6)
     penalty = STATUS_PENALTY.get(status, 1.0)
     trust = confidence_factor(confidence, confidence_weight)
     if penalty != 1.0:

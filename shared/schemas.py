@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -67,6 +67,11 @@ class TagsAndMetadata(BaseModel):
         return _clean_metadata(value)
 
 
+def _utc(value: datetime | None) -> datetime | None:
+    """A time without a zone is UTC."""
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
 class MemoryCreate(TagsAndMetadata):
     """One memory to store: `POST /memory/add` and each item of `POST /memory/batch`."""
 
@@ -78,6 +83,12 @@ class MemoryCreate(TagsAndMetadata):
     user_id: UserId | None = Field(default=None, min_length=1, max_length=256)
     salience: float | None = Field(default=None, ge=0.0, le=1.0, description="Initial salience; default by sector.")
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    occurred_at: datetime | None = Field(
+        default=None,
+        description="when what it records happened (a conversation turn's time, an event's date), ISO 8601; "
+        "without a time zone it is UTC; default: when it is stored. A query naming a month or a year ranks "
+        "memories that occurred then higher",
+    )
 
     @field_validator("content")
     @classmethod
@@ -85,6 +96,8 @@ class MemoryCreate(TagsAndMetadata):
         if not value.strip():
             raise ValueError("content must contain non-whitespace text")
         return _no_nul(value, "content")
+
+    _aware = field_validator("occurred_at")(lambda cls, value: _utc(value))
 
 
 class MemoryAdd(MemoryCreate):
@@ -98,7 +111,7 @@ class MemoryAdd(MemoryCreate):
 
 
 class MemoryUpdate(BaseModel):
-    """`PATCH /memory/{id}`: change content, tags or metadata."""
+    """`PATCH /memory/{id}`: change content, tags, metadata, status or when it occurred."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -108,7 +121,10 @@ class MemoryUpdate(BaseModel):
     status: Literal["active", "superseded", "contradicted"] | None = Field(
         default=None, description="OpenMem's status; superseded scores x0.5, contradicted x0.3"
     )
+    occurred_at: datetime | None = Field(default=None, description="when what it records happened (UTC if no zone)")
     user_id: UserId | None = None
+
+    _aware = field_validator("occurred_at")(lambda cls, value: _utc(value))
 
     @field_validator("content")
     @classmethod
@@ -147,6 +163,7 @@ class MemoryPublic(BaseModel):
     created_at: datetime
     updated_at: datetime
     last_seen_at: datetime
+    occurred_at: datetime | None = Field(default=None, description="when what it records happened, if the writer said")
     document_id: uuid.UUID | None = None
 
 
@@ -276,6 +293,7 @@ class QueryMatch(BaseModel):
     path: list[str]
     salience: float
     last_seen_at: datetime
+    occurred_at: datetime | None = None
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     document_id: uuid.UUID | None = Field(default=None, description="the document this memory is a chunk of")

@@ -23,12 +23,12 @@ from shared.sectors import validate_sector
 
 MEMORY_COLUMNS = (
     "id, user_id, content, summary, primary_sector, sectors, tags, meta, salience, decay_lambda, coactivations, "
-    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, document_id"
+    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, occurred_at, document_id"
 )
 # What scoring and filtering read (the read path's first fetch); the rest is the payload (`fetch_payloads`)
 LEAN_COLUMNS = (
     "id, user_id, primary_sector, sectors, tags, salience, decay_lambda, coactivations, "
-    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, version"
+    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, occurred_at, version"
 )
 
 
@@ -58,6 +58,7 @@ class NewMemory:
     vectors: Mapping[str, SectorVector]  # one per sector of `sectors`
     document_id: uuid.UUID | None = None
     chunk_index: int | None = None
+    occurred_at: datetime | None = None  # when what it records happened; None: when it is stored
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, indexed:
             "classification_confidence": m.classification_confidence,
             "document_id": str(m.document_id) if m.document_id else None,
             "chunk_index": m.chunk_index,
+            "occurred_at": m.occurred_at.isoformat() if m.occurred_at else None,
         }
         for m in memories
     ]
@@ -137,13 +139,15 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, indexed:
         text(
             """
             INSERT INTO memories (user_id, content, content_hash, primary_sector, sectors, tags, meta, salience,
-                                  decay_lambda, confidence, classification_confidence, document_id, chunk_index)
+                                  decay_lambda, confidence, classification_confidence, document_id, chunk_index,
+                                  occurred_at)
             SELECT r.user_id, r.content, r.content_hash, r.primary_sector, r.sectors, r.tags, r.meta, r.salience,
-                   r.decay_lambda, r.confidence, r.classification_confidence, r.document_id, r.chunk_index
+                   r.decay_lambda, r.confidence, r.classification_confidence, r.document_id, r.chunk_index,
+                   r.occurred_at
             FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
                 user_id text, content text, content_hash text, primary_sector text, sectors text[], tags text[],
                 meta jsonb, salience real, decay_lambda real, confidence real, classification_confidence real,
-                document_id uuid, chunk_index integer)
+                document_id uuid, chunk_index integer, occurred_at timestamptz)
             ON CONFLICT (user_id, content_hash) DO NOTHING
             RETURNING id, user_id, content_hash
             """
@@ -310,11 +314,13 @@ def update_memory_fields(
     tags: Sequence[str] | None,
     meta: dict[str, Any] | None,
     status: str | None = None,
+    occurred_at: datetime | None = None,
 ) -> None:
     session.execute(
         text(
             "UPDATE memories SET tags = COALESCE(CAST(:tags AS text[]), tags), "
             "meta = COALESCE(CAST(:meta AS jsonb), meta), status = COALESCE(CAST(:status AS text), status), "
+            "occurred_at = COALESCE(CAST(:occurred_at AS timestamptz), occurred_at), "
             "updated_at = now(), version = version + 1 "
             "WHERE id = :id AND user_id = :user_id"
         ),
@@ -324,6 +330,7 @@ def update_memory_fields(
             "tags": list(tags) if tags is not None else None,
             "meta": json.dumps(meta) if meta is not None else None,
             "status": status,
+            "occurred_at": occurred_at,
         },
     )
 

@@ -103,7 +103,10 @@ def test_add_get_patch_list_delete_round_trip(http, tenant):
     assert fetched["metadata"] == {"source": "chat"} and fetched["tags"] == ["ops"]
 
     patched = http.patch(f"/memory/{memory['id']}", json={"tags": ["ops", "release"], "user_id": tenant}).json()
-    assert patched["tags"] == ["ops", "release"]
+    assert patched["tags"] == ["ops", "release"] and patched["occurred_at"] is None
+    dated = http.patch(f"/memory/{memory['id']}", json={"occurred_at": "2023-05-08T13:56:00", "user_id": tenant})
+    assert dated.status_code == 200, dated.text
+    assert dated.json()["occurred_at"] == "2023-05-08T13:56:00Z" and dated.json()["tags"] == ["ops", "release"]
 
     page = http.get("/memory/all", params={"user_id": tenant, "l": 10, "u": 0}).json()
     assert page["total"] == 1 and page["items"][0]["id"] == memory["id"]
@@ -260,7 +263,7 @@ def test_a_sequence_batch_lets_a_query_reach_the_reply_to_what_it_matches(http, 
         "Theo: the early one, it leaves at seven",  # shares no word with the question below
         "Maya: good to know, thanks",
     ]
-    items = [{"content": t} for t in turns]
+    items = [{"content": t, "occurred_at": f"2023-05-08T13:5{i}:00+00:00"} for i, t in enumerate(turns)]
     accepted = http.post("/memory/batch", json={"items": items, "user_id": tenant, "sequence": True})
     assert accepted.status_code == 202, accepted.text
     job = wait_for_job(http, accepted.json()["job_id"], tenant)
@@ -279,6 +282,7 @@ def test_a_sequence_batch_lets_a_query_reach_the_reply_to_what_it_matches(http, 
     reply = by_content[turns[1]]
     assert reply["trace"]["hops"] == 1 and reply["path"][0] == by_content[turns[0]]["id"]
     assert reply["trace"]["components"]["activation"] > 0
+    assert [by_content[t]["occurred_at"] for t in turns[:2]] == ["2023-05-08T13:50:00Z", "2023-05-08T13:51:00Z"]
     thanks = by_content[turns[2]]  # two turns after the question: the question's match lends it context
     assert thanks["trace"]["context_from"] == by_content[turns[0]]["id"]
     assert thanks["trace"]["components"]["context"] > 0
@@ -374,6 +378,8 @@ def test_sectors_report_counts_for_the_tenant(http, tenant):
         ("post", "/memory/link", {"src_id": str(uuid.uuid4()), "dst_id": str(uuid.uuid4()), "kind": "x"}, 422, "kind"),
         ("patch", f"/memory/{uuid.uuid4()}", {"status": "forgotten"}, 422, "status"),
         ("patch", f"/memory/{uuid.uuid4()}", {}, 422, "nothing to update"),
+        ("post", "/memory/add", {"content": "x", "occurred_at": "last tuesday"}, 422, "occurred_at"),
+        ("patch", f"/memory/{uuid.uuid4()}", {"occurred_at": "2023-13-01"}, 422, "occurred_at"),
         ("patch", f"/memory/{uuid.uuid4()}", {"status": "superseded"}, 404, "not found"),
     ],
 )

@@ -845,3 +845,30 @@ def test_of_two_equal_matches_the_one_amid_other_matches_ranks_first(db, engine,
     by_id, _ = ask(off)
     assert "context" not in by_id[amid["id"]].components
     assert by_id[amid["id"]].score < lent.score
+
+
+def test_a_query_naming_a_month_ranks_what_occurred_then_first(db, engine, tenant, settings):
+    in_march, in_may = datetime(2023, 3, 14, tzinfo=UTC), datetime(2023, 5, 9, tzinfo=UTC)
+    march, _ = add(db, engine, tenant, "Team shipped the mobile release", occurred_at=in_march)
+    may, _ = add(db, engine, tenant, "Team shipped the mobile app release", occurred_at=in_may)
+    undated, _ = add(db, engine, tenant, "Team shipped the mobile web release")  # occurred when it was stored
+    assert may["occurred_at"] == in_may and undated["occurred_at"] is None
+
+    def ask(q):
+        outcome = query(db, engine, tenant, q)
+        return {c.id: c for c, _ in outcome.matches}, [c.id for c, _ in outcome.matches]
+
+    by_id, order = ask("what did the team ship in May 2023")
+    assert order[0] == may["id"] and by_id[may["id"]].components["period"] == pytest.approx(settings.period_weight)
+    assert "period" not in by_id[march["id"]].components and "period" not in by_id[undated["id"]].components
+    by_id, order = ask("what did the team ship in March")  # a month alone: that month of any year
+    assert order[0] == march["id"] and "period" in by_id[march["id"]].components
+    now = datetime.now(UTC)
+    by_id, _ = ask(f"what did the team ship in {now.year}")  # no occurred_at: the time it was stored
+    assert "period" in by_id[undated["id"]].components and "period" not in by_id[may["id"]].components
+    by_id, _ = ask("what did the team ship")
+    assert not any("period" in c.components for c in by_id.values())
+    with db.session() as s:  # the time can be corrected later
+        engine.update(s, tenant, march["id"], {"occurred_at": datetime(2023, 5, 30, tzinfo=UTC)})
+    by_id, _ = ask("what did the team ship in May 2023")
+    assert "period" in by_id[march["id"]].components

@@ -224,3 +224,14 @@ def test_a_query_outcome_is_injected_blind_or_without_memories() -> None:
     assert outcome(matches=3, candidates=12) == "injected"
     assert outcome(matches=0, candidates=12) == "blind"  # memories were there; the gate let none through
     assert outcome(matches=0, candidates=0) == "no_memories"
+
+
+def test_a_memory_from_the_period_the_query_names_gains_the_period_weight():
+    then, other = Candidate(A, in_period=True), Candidate(B)
+    score(then, cosine=0.5, max_lexical=0.0, alpha=1.0, period_weight=0.2)
+    score(other, cosine=0.5, max_lexical=0.0, alpha=1.0, period_weight=0.2)
+    assert then.components["similarity"] == pytest.approx(0.7) and then.components["period"] == pytest.approx(0.2)
+    assert other.components["similarity"] == pytest.approx(0.5) and "period" not in other.components
+    off = Candidate(C, in_period=True)
+    score(off, cosine=0.5, max_lexical=0.0, alpha=1.0, period_weight=0.0)
+    assert off.score == pytest.approx(other.score)

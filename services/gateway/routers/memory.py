@@ -93,6 +93,7 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
             path=c.path,
             salience=row["salience"],
             last_seen_at=row["last_seen_at"],
+            occurred_at=row.get("occurred_at"),
             tags=row["tags"],
             metadata=row["metadata"],
             document_id=row.get("document_id"),
@@ -281,10 +282,10 @@ def get_memory(memory_id: uuid.UUID, state: StateDep, principal: PrincipalDep, u
 
 @router.patch("/{memory_id}", response_model=MemoryPublic)
 def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, principal: PrincipalDep):
-    """Change a memory's content (re-classified and re-embedded), tags or metadata."""
+    """Change a memory's content (re-classified and re-embedded), tags, metadata, status or occurred_at."""
     tenant = principal.tenant(body.user_id)
-    if body.content is None and body.tags is None and body.metadata is None and body.status is None:
-        raise InvalidInput("nothing to update: send content, tags, metadata or status")
+    if all(value is None for value in (body.content, body.tags, body.metadata, body.status, body.occurred_at)):
+        raise InvalidInput("nothing to update: send content, tags, metadata, status or occurred_at")
     with state.db.session() as session:
         row = state.engine.update(session, tenant, memory_id, body.model_dump(exclude_unset=True))
     return MemoryPublic(**row)
