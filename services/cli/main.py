@@ -136,9 +136,15 @@ def add(
     follows: Annotated[
         str | None, typer.Option(help="Id of the memory this one comes after (the previous turn): links them")
     ] = None,
+    occurred_at: Annotated[
+        str | None,
+        typer.Option(help="When what it records happened, ISO 8601 (2023-05-08 or 2023-05-08T13:56:00+02:00)"),
+    ] = None,
 ) -> None:
     """Store one memory."""
     request = {"content": content, "tags": tag or [], "user_id": user, "follows": follows}
+    if occurred_at is not None:
+        request["occurred_at"] = occurred_at
     body = _call("POST", "/memory/add", json=request)
     note = " (already stored)" if body.get("deduplicated") else ""
     typer.echo(f"{body['id']}  {body['primary_sector']}{note}")

@@ -513,3 +513,9 @@ def test_the_cli_adds_a_turn_after_another(gateway, tenant):
     assert second.exit_code == 0, second.output
     unknown = runner.invoke(app, ["add", "Kai: hm", "--user", tenant, "--follows", str(uuid.uuid4())], env=env)
     assert unknown.exit_code != 0 and "follows" in unknown.output
+    dated = runner.invoke(app, ["add", "Noa: see you", "--user", tenant, "--occurred-at", "2023-05-08"], env=env)
+    assert dated.exit_code == 0, dated.output
+    stored = httpx.get(f"{gateway}/memory/{dated.output.split()[0]}", params={"user_id": tenant}).json()
+    assert stored["occurred_at"] == "2023-05-08T00:00:00Z"
+    undated = runner.invoke(app, ["add", "Noa: bye", "--user", tenant, "--occurred-at", "soon"], env=env)
+    assert undated.exit_code != 0 and "occurred_at" in undated.output
