@@ -78,6 +78,15 @@ def fuse(
     return {c.id: c for c in best}
 
 
+def _both_ways(links: Sequence[tuple[uuid.UUID, uuid.UUID, float]]) -> dict[uuid.UUID, list[tuple[uuid.UUID, float]]]:
+    """Each memory's linked memories and the links' weights, in either direction (waypoints are walked both ways)."""
+    adjacency: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
+    for src, dst, weight in links:
+        adjacency.setdefault(src, []).append((dst, weight))
+        adjacency.setdefault(dst, []).append((src, weight))
+    return adjacency
+
+
 def spread_activation(
     seeds: dict[uuid.UUID, Candidate],
     links: Sequence[tuple[uuid.UUID, uuid.UUID, float]],
@@ -98,10 +107,7 @@ def spread_activation(
     match at all in the same place: the answer after a matching question, when the answer's own words barely
     matched. It spreads no further itself on that activation (one hop, seed to seed).
     """
-    adjacency: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
-    for src, dst, weight in links:
-        adjacency.setdefault(src, []).append((dst, weight))
-        adjacency.setdefault(dst, []).append((src, weight))
+    adjacency = _both_ways(links)
     start = energy or {}
     reached: dict[uuid.UUID, tuple[float, Candidate]] = {}
     # (memory, product of the link weights walked, the seed's energy, the path so far)
@@ -156,27 +162,43 @@ def context_support(
     as the adjacent one (a question, its answer, the follow-up). Association links are not passed: they join
     memories that say the same thing, and lending along them cost SciFact 0.05 nDCG@10.
     """
-    adjacency: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
+    # Walked on small ints: hashing and comparing uuid.UUID objects is Python code, and it was most of the cost.
+    ids = list(relevance)
+    number = {memory_id: n for n, memory_id in enumerate(ids)}
+    adjacency: dict[int, list[tuple[int, float]]] = {}
+
+    def index(memory_id: uuid.UUID) -> int:  # one outside the scored set lends and gets nothing, but is walked
+        n = number.get(memory_id)
+        if n is None:
+            n = number[memory_id] = len(ids)
+            ids.append(memory_id)
+        return n
+
     for src, dst, weight in links:
-        adjacency.setdefault(src, []).append((dst, weight))
-        adjacency.setdefault(dst, []).append((src, weight))
-    support: dict[uuid.UUID, tuple[float, uuid.UUID]] = {}
-    for source, energy in relevance.items():
+        a, b = index(src), index(dst)
+        adjacency.setdefault(a, []).append((b, weight))
+        adjacency.setdefault(b, []).append((a, weight))
+    scored = len(relevance)
+    best = [0.0] * scored
+    lender = [-1] * scored
+    for source, energy in enumerate(relevance.values()):
         if energy <= 0.0 or source not in adjacency:
             continue
-        frontier: list[tuple[uuid.UUID, float, tuple[uuid.UUID, ...]]] = [(source, 1.0, (source,))]
-        for _ in range(max_hops):
+        # (memory, the source's relevance times the link weights walked to it, the path so far)
+        frontier: list[tuple[int, float, tuple[int, ...]]] = [(source, energy, (source,))]
+        for hop in range(1, max_hops + 1):
             next_frontier = []
-            for node, product, walked in frontier:
-                for other, weight in adjacency.get(node, ()):
+            for node, carried, walked in frontier:
+                for other, weight in adjacency[node]:
                     if other in walked:
                         continue
-                    lent = energy * product * weight
-                    if other in relevance and lent > support.get(other, (0.0, source))[0]:
-                        support[other] = (lent, source)
-                    next_frontier.append((other, product * weight, (*walked, other)))
+                    lent = carried * weight
+                    if other < scored and lent > best[other]:
+                        best[other], lender[other] = lent, source
+                    if hop < max_hops:
+                        next_frontier.append((other, lent, (*walked, other)))
             frontier = next_frontier
-    return support
+    return {ids[n]: (best[n], ids[lender[n]]) for n in range(scored) if lender[n] >= 0}
 
 
 def lexical_strength(candidate: Candidate, max_lexical: float) -> float:
