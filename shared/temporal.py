@@ -4,7 +4,8 @@ occurred then higher (time anchoring). Pure: no clock, no IO.
 Recognised: a year (1900–2099), a month by its full English name (or "Sept"), both together. A month
 named without a year means that month in any year; a year without a month, the whole year. "May" and
 "March" are also a verb: they count only capitalised and not as the query's first word ("What did she
-do in May?", not "May I ask what she did?"). Relative phrases ("last year", "yesterday") are not read:
+do in May?", not "May I ask what she did?"). Any number from 1900 to 2099 standing alone counts as a year
+("room 2001" too). Relative phrases ("last year", "yesterday") are not read:
 they would need the writer's "now", which a stored memory's time does not carry.
 """
 
@@ -14,26 +15,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-MONTHS = {
-    name: number
-    for number, name in enumerate(
-        (
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        ),
-        start=1,
-    )
-}
+_NAMES = "january february march april may june july august september october november december"
+MONTHS = {name: number for number, name in enumerate(_NAMES.split(), start=1)}
 MONTHS["sept"] = 9
 _AMBIGUOUS = {"may", "march"}  # also verbs
 _YEAR = re.compile(r"(?<![\d.,])(19\d\d|20\d\d)(?!\d|[.,]\d|s\b)")  # not 2,023 / 2023.5 / 1990s
