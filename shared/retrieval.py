@@ -78,15 +78,6 @@ def fuse(
     return {c.id: c for c in best}
 
 
-def _both_ways(links: Sequence[tuple[uuid.UUID, uuid.UUID, float]]) -> dict[uuid.UUID, list[tuple[uuid.UUID, float]]]:
-    """Each memory's linked memories and the links' weights, in either direction (waypoints are walked both ways)."""
-    adjacency: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
-    for src, dst, weight in links:
-        adjacency.setdefault(src, []).append((dst, weight))
-        adjacency.setdefault(dst, []).append((src, weight))
-    return adjacency
-
-
 def spread_activation(
     seeds: dict[uuid.UUID, Candidate],
     links: Sequence[tuple[uuid.UUID, uuid.UUID, float]],
@@ -107,7 +98,10 @@ def spread_activation(
     match at all in the same place: the answer after a matching question, when the answer's own words barely
     matched. It spreads no further itself on that activation (one hop, seed to seed).
     """
-    adjacency = _both_ways(links)
+    adjacency: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
+    for src, dst, weight in links:
+        adjacency.setdefault(src, []).append((dst, weight))
+        adjacency.setdefault(dst, []).append((src, weight))
     start = energy or {}
     reached: dict[uuid.UUID, tuple[float, Candidate]] = {}
     # (memory, product of the link weights walked, the seed's energy, the path so far)
