@@ -27,8 +27,9 @@ from shared import sectors as sector_rules
 from shared.config import Settings
 from shared.db import Database
 from shared.documents import PLACEMENT_KEY, finish_document, log_document
-from shared.errors import ExtractionFailed, MnemoflowError, UpstreamFailed
+from shared.errors import ExtractionFailed, InvalidInput, MnemoflowError, UpstreamFailed
 from shared.ingest import Chunk, Format, Kind, Limits, check_declared, chunk_elements, extract, fetch_url, sniff
+from shared.ingest_schemas import IngestConfig
 from shared.memory_service import CLASSIFICATION_KEY
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
@@ -144,10 +145,16 @@ def _prepare(
         extracted = extract(path, fmt, limits=extraction_limits(settings, fmt), source_url=source_url)
         stages["extract_ms"] = _ms(started)
     started = time.perf_counter()
+    try:
+        size, overlap = IngestConfig.model_validate(config).sizes(
+            settings.ingest_chunk_size, settings.ingest_chunk_overlap
+        )
+    except ValueError as exc:  # accepted under other server settings: the job fails with the reason
+        raise InvalidInput(str(exc)) from exc
     chunks = chunk_elements(
         extracted.elements,
-        chunk_size=config.get("chunk_size") or settings.ingest_chunk_size,
-        chunk_overlap=config.get("chunk_overlap", settings.ingest_chunk_overlap),
+        chunk_size=size,
+        chunk_overlap=overlap,
         preserve_metadata=config.get("preserve_metadata", True),
         document_metadata=extracted.metadata,
     )
@@ -178,6 +185,8 @@ def _items(prepared: _Prepared, document: dict[str, Any], params: dict[str, Any]
             CLASSIFICATION_KEY: {"sectors": list(classification.sectors), "confidence": classification.confidence},
             PLACEMENT_KEY: {"document_id": str(document["id"]), "chunk_index": chunk.index},
         }
+        if params.get("occurred_at"):
+            item["occurred_at"] = params["occurred_at"]
         items.append((classification.primary, item))
     return items
 

@@ -7,9 +7,9 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from shared.schemas import JobPublic, TagsAndMetadata, UserId
+from shared.schemas import JobPublic, TagsAndMetadata, UserId, assume_utc
 
 
 class IngestConfig(BaseModel):
@@ -25,19 +25,44 @@ class IngestConfig(BaseModel):
             raise ValueError("config.chunk_overlap must be below config.chunk_size")
         return self
 
+    def sizes(self, default_size: int, default_overlap: int) -> tuple[int, int]:
+        """(chunk_size, chunk_overlap), the settings' where unset. A chunk_size below the default overlap
+        overlaps by an eighth of itself (the defaults' ratio) unless chunk_overlap says otherwise."""
+        size = self.chunk_size or default_size
+        if self.chunk_overlap is not None:
+            if self.chunk_overlap >= size:
+                raise ValueError(
+                    f"config.chunk_overlap ({self.chunk_overlap}) must be below the chunk size ({size}"
+                    f"{'' if self.chunk_size else ', the server default'}); send a smaller overlap or a chunk_size"
+                )
+            return size, self.chunk_overlap
+        return size, default_overlap if default_overlap < size else size // 8
 
-class _IngestCommon(TagsAndMetadata):
+
+class IngestOptions(TagsAndMetadata):
+    """What every ingest request may say besides the document: labels, chunking, when it happened, tenant."""
+
     metadata: dict[str, Any] = Field(default_factory=dict, description="kept on the document and on every chunk")
     tags: list[str] = Field(default_factory=list)
     config: IngestConfig = Field(default_factory=IngestConfig)
     user_id: UserId | None = Field(default=None, min_length=1, max_length=256)
+    occurred_at: datetime | None = Field(
+        default=None,
+        description="when what the document records happened (a meeting's date, a recording's time), ISO 8601, "
+        "UTC if no zone; set on every chunk; default: when each chunk is stored",
+    )
+
+    _aware = field_validator("occurred_at")(lambda cls, value: assume_utc(value))
 
     def job_params(self) -> dict[str, Any]:
         """What the ingest worker needs besides the document itself."""
-        return {"metadata": self.metadata, "tags": self.tags, "config": self.config.model_dump(exclude_none=True)}
+        params = {"metadata": self.metadata, "tags": self.tags, "config": self.config.model_dump(exclude_none=True)}
+        if self.occurred_at is not None:
+            params["occurred_at"] = self.occurred_at.isoformat()
+        return params
 
 
-class IngestRequest(_IngestCommon):
+class IngestRequest(IngestOptions):
     """A document in the request body: text as is, binary formats base64-encoded (OpenMemory's shape)."""
 
     content_type: str = Field(
@@ -52,11 +77,11 @@ class IngestRequest(_IngestCommon):
     filename: str | None = Field(default=None, max_length=512)
 
 
-class IngestUrlRequest(_IngestCommon):
+class IngestUrlRequest(IngestOptions):
     url: str = Field(min_length=1, max_length=2048, description="http(s) URL; fetched by the ingest worker")
 
 
-def form_params(fields: dict[str, str]) -> _IngestCommon:
+def form_params(fields: dict[str, str]) -> IngestOptions:
     """The options of a multipart upload (metadata as JSON text, tags comma-separated, config fields flat)."""
     try:
         metadata = json.loads(fields["metadata"]) if fields.get("metadata") else {}
@@ -66,7 +91,8 @@ def form_params(fields: dict[str, str]) -> _IngestCommon:
         raise ValueError("metadata: must be a JSON object")
     config = {k: fields[k] for k in ("chunk_size", "chunk_overlap", "preserve_metadata") if fields.get(k)}
     tags = [t for t in (fields.get("tags") or "").split(",") if t.strip()]
-    return _IngestCommon(metadata=metadata, tags=tags, config=IngestConfig.model_validate(config))
+    when = {"occurred_at": fields["occurred_at"]} if fields.get("occurred_at") else {}
+    return IngestOptions.model_validate({"metadata": metadata, "tags": tags, "config": config} | when)
 
 
 class IngestAccepted(BaseModel):

@@ -67,7 +67,7 @@ class TagsAndMetadata(BaseModel):
         return _clean_metadata(value)
 
 
-def _utc(value: datetime | None) -> datetime | None:
+def assume_utc(value: datetime | None) -> datetime | None:
     """A time without a zone is UTC."""
     return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
@@ -97,7 +97,7 @@ class MemoryCreate(TagsAndMetadata):
             raise ValueError("content must contain non-whitespace text")
         return _no_nul(value, "content")
 
-    _aware = field_validator("occurred_at")(lambda cls, value: _utc(value))
+    _aware = field_validator("occurred_at")(lambda cls, value: assume_utc(value))
 
 
 class MemoryAdd(MemoryCreate):
@@ -124,7 +124,7 @@ class MemoryUpdate(BaseModel):
     occurred_at: datetime | None = Field(default=None, description="when what it records happened (UTC if no zone)")
     user_id: UserId | None = None
 
-    _aware = field_validator("occurred_at")(lambda cls, value: _utc(value))
+    _aware = field_validator("occurred_at")(lambda cls, value: assume_utc(value))
 
     @field_validator("content")
     @classmethod

@@ -186,6 +186,10 @@ def ingest(
     ] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Max tokens per chunk [2048]")] = None,
     chunk_overlap: Annotated[int | None, typer.Option(help="Tokens repeated between chunks [256]")] = None,
+    occurred_at: Annotated[
+        str | None,
+        typer.Option(help="When what it records happened, ISO 8601 (a meeting's date): set on every chunk"),
+    ] = None,
 ) -> None:
     """Ingest a document, a recording or a web page: it is extracted, chunked and stored as memories.
 
@@ -203,14 +207,15 @@ def ingest(
             raise typer.BadParameter(f"{pair!r} is not key=value", param_hint="--meta")
         metadata[key] = value
     config = {k: v for k, v in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)) if v is not None}
+    when = {"occurred_at": occurred_at} if occurred_at is not None else {}
     if source.startswith(("http://", "https://")):
-        request = {"url": source, "user_id": user, "tags": tag or [], "metadata": metadata, "config": config}
+        request = {"url": source, "user_id": user, "tags": tag or [], "metadata": metadata, "config": config} | when
         body = _call("POST", "/memory/ingest/url", json=request)
     else:
         path = Path(source)
         if not path.is_file():
             raise typer.BadParameter(f"no such file: {source}", param_hint="SOURCE")
-        fields = {"metadata": json.dumps(metadata), "tags": ",".join(tag or [])}
+        fields = {"metadata": json.dumps(metadata), "tags": ",".join(tag or [])} | when
         fields |= {k: str(v) for k, v in config.items()} | ({"user_id": user} if user else {})
         with open(path, "rb") as handle:
             files = {"file": (path.name, handle, "application/octet-stream")}

@@ -115,7 +115,15 @@ def query(http: httpx.Client, phrase: str, tenant: str) -> list[dict]:
 
 def test_a_multi_page_pdf_becomes_linked_page_numbered_memories_once(http, db, worker, tenant, tmp_path):
     pdf = samples.pdf(tmp_path / "colony.pdf", pages=4, paragraphs_per_page=3)
-    accepted = upload(http, pdf, tenant, chunk_size="128", chunk_overlap="16", metadata='{"project": "herons"}')
+    accepted = upload(
+        http,
+        pdf,
+        tenant,
+        chunk_size="128",
+        chunk_overlap="16",
+        metadata='{"project": "herons"}',
+        occurred_at="2024-06-01",
+    )
     assert accepted.status_code == 202 and accepted.json()["status"] == "queued"
     assert accepted.json()["format"] == "pdf" and accepted.headers["location"].startswith("/documents/")
     job, document = ingested(http, accepted, tenant)
@@ -133,6 +141,7 @@ def test_a_multi_page_pdf_becomes_linked_page_numbered_memories_once(http, db, w
     pages = [m["metadata"]["chunk"]["page_numbers"] for m in memories]
     assert pages[0][0] == 1 and pages[-1][-1] == 4 and all(p == sorted(p) for p in pages)
     assert all(m["metadata"]["project"] == "herons" and m["document_id"] == document["id"] for m in memories)
+    assert {m["occurred_at"] for m in memories} == {"2024-06-01T00:00:00Z"}
     assert memories[0]["metadata"]["source"] == {
         "document_id": document["id"],
         "type": "upload",
@@ -172,6 +181,20 @@ def test_a_docx_in_openmemory_json_shape_keeps_its_headings(http, worker, tenant
     headings = [m["metadata"]["chunk"]["headings"] for m in memories]
     assert ["Annual Report", "Section 2"] in headings
     assert all(m["metadata"]["document"]["title"] == "Annual Report" for m in memories)
+
+
+def test_a_document_s_time_is_on_every_chunk_and_anchors_queries_naming_it(http, worker, tenant):
+    body = {"content_type": "txt", "data": samples.PLAIN_TEXT, "user_id": tenant, "config": {"chunk_size": 16}}
+    dated = http.post("/memory/ingest", json=body | {"occurred_at": "2023-05-08T01:30:00+02:00"}, params={"wait": True})
+    job, document = ingested(http, dated, tenant)
+    assert job["status"] == "succeeded" and document["chunk_count"] >= 2, job["error"]
+    memories = memories_of(http, document, tenant)
+    assert {m["occurred_at"] for m in memories} == {"2023-05-07T23:30:00Z"}  # in UTC, as every time is returned
+
+    asked = {"query": "herons counted near the mill in May 2023", "user_id": tenant, "k": 5, "explain": True}
+    matches = http.post("/memory/query", json=asked | {"filters": {"min_score": 0}}).json()["matches"]
+    anchored = [m for m in matches if m["trace"]["components"].get("period")]
+    assert anchored and {m["occurred_at"] for m in anchored} == {"2023-05-07T23:30:00Z"}
 
 
 def test_a_web_page_by_url_and_refusals_of_private_addresses(http, db, worker, tenant, trusted_site, loopback_site):
@@ -272,6 +295,16 @@ def test_bad_uploads_are_refused_before_anything_is_written(http, db, tenant, tm
             "named 'file'",
         ),
         (upload(http, pdf, tenant, chunk_size="64", chunk_overlap="64"), 422, "chunk_overlap"),
+        (upload(http, pdf, tenant, occurred_at="last spring"), 422, "occurred_at"),
+        (upload(http, pdf, tenant, chunk_overlap="3000"), 422, "below the chunk size (2048, the server default)"),
+        (
+            http.post(
+                "/memory/ingest",
+                json={"content_type": "txt", "data": "words", "user_id": tenant, "occurred_at": "2023-02-30"},
+            ),
+            422,
+            "occurred_at",
+        ),
     ]
     for response, status, fragment in cases:
         assert response.status_code == status, response.text
@@ -304,10 +337,14 @@ def test_the_cli_ingests_a_file_and_waits_for_it(gateway, worker, tenant, tmp_pa
     runner = CliRunner()
     assert "--wait" in runner.invoke(app, ["ingest", "--help"]).output
     result = runner.invoke(
-        app, ["ingest", str(notes), "--user", tenant, "--wait", "--meta", "trip=marsh"], env={"MNEMOFLOW_URL": gateway}
+        app,
+        ["ingest", str(notes), "--user", tenant, "--wait", "--meta", "trip=marsh", "--occurred-at", "2023-05-08"],
+        env={"MNEMOFLOW_URL": gateway},
     )
     assert result.exit_code == 0, result.output
     assert "done: md" in result.output and "memories" in result.output
+    stored = httpx.get(f"{gateway}/memory/all", params={"user_id": tenant}).json()["items"]
+    assert stored and {m["occurred_at"] for m in stored} == {"2023-05-08T00:00:00Z"}
     again = runner.invoke(app, ["ingest", str(notes), "--user", tenant], env={"MNEMOFLOW_URL": gateway})
     assert "already ingested" in again.output
     missing = runner.invoke(app, ["ingest", str(tmp_path / "nope.pdf")], env={"MNEMOFLOW_URL": gateway})

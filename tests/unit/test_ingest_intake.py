@@ -9,7 +9,7 @@ from shared.errors import ExtractionFailed, InvalidInput, PayloadTooLarge, Unsup
 from shared.ingest import Format
 from shared.ingest_intake import check_format, is_textual, normalize_url, url_hash
 from shared.ingest_pipeline import is_final
-from shared.ingest_schemas import form_params
+from shared.ingest_schemas import IngestConfig, form_params
 
 
 @pytest.mark.parametrize(
@@ -59,9 +59,28 @@ def test_upload_options_come_from_form_fields() -> None:
     options = form_params({"metadata": '{"a": 1}', "tags": "x, y,", "chunk_size": "300", "preserve_metadata": "false"})
     assert options.metadata == {"a": 1} and options.tags == ["x", "y"]
     assert options.job_params()["config"] == {"chunk_size": 300, "preserve_metadata": False}
-    for fields in ({"metadata": "[1]"}, {"metadata": "{"}, {"chunk_size": "64", "chunk_overlap": "64"}):
+    for fields in (
+        {"metadata": "[1]"},
+        {"metadata": "{"},
+        {"chunk_size": "64", "chunk_overlap": "64"},
+        {"occurred_at": "last spring"},
+    ):
         with pytest.raises(ValueError):
             form_params(fields)
+    dated = form_params({"occurred_at": "2023-05-08T01:30:00+02:00"})
+    assert dated.job_params()["occurred_at"] == "2023-05-08T01:30:00+02:00"
+    assert form_params({"occurred_at": "2023-05-08"}).job_params()["occurred_at"] == "2023-05-08T00:00:00+00:00"
+    assert "occurred_at" not in form_params({}).job_params()
+
+
+def test_chunk_sizes_fall_back_to_the_settings_and_a_small_chunk_overlaps_by_an_eighth() -> None:
+    assert IngestConfig().sizes(2048, 256) == (2048, 256)
+    assert IngestConfig(chunk_size=512).sizes(2048, 256) == (512, 256)
+    assert IngestConfig(chunk_size=128).sizes(2048, 256) == (128, 16)  # the default overlap would not fit
+    assert IngestConfig(chunk_size=128, chunk_overlap=0).sizes(2048, 256) == (128, 0)
+    assert IngestConfig(chunk_overlap=1000).sizes(2048, 256) == (2048, 1000)
+    with pytest.raises(ValueError, match="server default"):
+        IngestConfig(chunk_overlap=3000).sizes(2048, 256)
 
 
 def test_only_errors_that_a_retry_may_change_are_retried() -> None:

@@ -31,7 +31,7 @@ from services.gateway.state import GatewayState
 from shared import ingest_intake as intake
 from shared.errors import InvalidInput, MnemoflowError, PayloadTooLarge
 from shared.ingest import sniff
-from shared.ingest_schemas import IngestAccepted, IngestRequest, IngestUrlRequest, form_params
+from shared.ingest_schemas import IngestAccepted, IngestOptions, IngestRequest, IngestUrlRequest, form_params
 from shared.schemas import JobPublic
 from shared.storage.documents import UPLOAD_PART_BYTES
 from shared.tasks import TaskName
@@ -57,6 +57,11 @@ _UPLOAD_FORM = {
                         "chunk_size": {"type": "integer"},
                         "chunk_overlap": {"type": "integer"},
                         "preserve_metadata": {"type": "boolean"},
+                        "occurred_at": {
+                            "type": "string",
+                            "format": "date-time",
+                            "description": "when what it records happened (UTC if no zone)",
+                        },
                     },
                 }
             }
@@ -71,7 +76,7 @@ def ingest(
 ) -> IngestAccepted:
     """Ingest a document sent in the body (OpenMemory's shape): text as is, binary formats base64-encoded."""
     user_id = principal.tenant(body.user_id)
-    state.engine.validate_labels(body.tags, body.metadata, "metadata")
+    _check_options(state, body)
     try:
         intake.declared_format(body.content_type)  # an unknown format name is refused before decoding
         data = _decode(body, state.settings.ingest_max_bytes)
@@ -101,7 +106,7 @@ def ingest_url(
 ) -> IngestAccepted:
     """Ingest a web page or file by URL; the ingest worker fetches it (http/https, public addresses only)."""
     user_id = principal.tenant(body.user_id)
-    state.engine.validate_labels(body.tags, body.metadata, "metadata")
+    _check_options(state, body)
     try:
         url = intake.normalize_url(body.url)
         intake.check_fetchable(url, state.settings)
@@ -131,7 +136,7 @@ async def ingest_file(
         except (ValueError, ValidationError) as exc:
             raise InvalidInput(f"invalid upload options: {exc}") from exc
         user_id = principal.tenant(fields.get("user_id"))
-        state.engine.validate_labels(options.tags, options.metadata, "metadata")
+        _check_options(state, options)
         declared = fields.get("content_type") or upload.content_type
         filename = os.path.basename(upload.filename) if upload.filename else None
         accepted = await run_in_threadpool(
@@ -140,6 +145,15 @@ async def ingest_file(
     finally:
         await form.close()
     return await run_in_threadpool(_answer, state, accepted, user_id, response, wait)
+
+
+def _check_options(state: GatewayState, options: IngestOptions) -> None:
+    """Tags and metadata within limits; chunking that works with the server's defaults."""
+    state.engine.validate_labels(options.tags, options.metadata, "metadata")
+    try:
+        options.config.sizes(state.settings.ingest_chunk_size, state.settings.ingest_chunk_overlap)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
 
 
 def _accept_file(
