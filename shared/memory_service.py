@@ -465,6 +465,8 @@ class MemoryEngine:
             tags=filters.tags,
             start_time=filters.start_time,
             end_time=filters.end_time,
+            occurred_after=filters.occurred_after,
+            occurred_before=filters.occurred_before,
         )
         pool = k * s.candidate_multiplier
         watch = _Stopwatch()
@@ -539,7 +541,7 @@ class MemoryEngine:
         else:
             candidates = dict(seeds)
         if where.active:  # linked memories must pass the same filters as direct hits
-            candidates = {i: c for i, c in candidates.items() if i in rows and _passes(rows[i], where)}
+            candidates = {i: c for i, c in candidates.items() if i in rows and where.passes(rows[i])}
         cosines = {i: cosine_of(i, c) for i, c in candidates.items() if i in rows}
         if options.waypoints and s.context_weight > 0 and reading_order:  # what surrounds it in reading order
             own = {
@@ -723,13 +725,3 @@ def comparable(
     usable = {i: v for i, v in vectors.items() if v.shape[0] in rungs}
     smallest = min((v.shape[0] for v in usable.values()), default=full)
     return {i: v if v.shape[0] == smallest else pool_to(v, smallest) for i, v in usable.items()}
-
-
-def _passes(row: dict[str, Any], where: MemoryFilter) -> bool:
-    if where.sectors and not set(where.sectors) & set(row["sectors"]):
-        return False
-    if where.tags and not set(where.tags) <= set(row["tags"]):
-        return False
-    if where.start_time and row["created_at"] < where.start_time:
-        return False
-    return not (where.end_time and row["created_at"] > where.end_time)

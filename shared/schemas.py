@@ -183,8 +183,24 @@ class QueryFilters(BaseModel):
     min_score: float | None = Field(default=None, ge=0.0, le=1.0)
     user_id: UserId | None = None
     tags: list[str] | None = None
-    start_time: datetime | None = Field(default=None, alias="startTime")
-    end_time: datetime | None = Field(default=None, alias="endTime")
+    start_time: datetime | None = Field(default=None, alias="startTime", description="stored at or after")
+    end_time: datetime | None = Field(default=None, alias="endTime", description="stored at or before")
+    occurred_after: datetime | None = Field(
+        default=None, description="happened at or after (occurred_at, else when stored); UTC if no zone"
+    )
+    occurred_before: datetime | None = Field(default=None, description="happened at or before")
+
+    _aware = field_validator("start_time", "end_time", "occurred_after", "occurred_before")(
+        lambda cls, value: assume_utc(value)
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> QueryFilters:
+        if self.occurred_after and self.occurred_before and self.occurred_after > self.occurred_before:
+            raise ValueError("occurred_after is later than occurred_before: no memory can match")
+        if self.start_time and self.end_time and self.start_time > self.end_time:
+            raise ValueError("startTime is later than endTime: no memory can match")
+        return self
 
     @field_validator("sector")
     @classmethod

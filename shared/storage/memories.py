@@ -73,8 +73,10 @@ class MemoryFilter:
 
     sectors: Sequence[str] | None = None
     tags: Sequence[str] | None = None
-    start_time: datetime | None = None
+    start_time: datetime | None = None  # when it was stored (OpenMemory's startTime / endTime)
     end_time: datetime | None = None
+    occurred_after: datetime | None = None  # when it happened: occurred_at, else when it was stored
+    occurred_before: datetime | None = None
     extra_params: dict[str, Any] = field(default_factory=dict)
 
     def sql(self, alias: str = "m") -> tuple[str, dict[str, Any]]:
@@ -93,11 +95,33 @@ class MemoryFilter:
         if self.end_time is not None:
             clauses.append(f"{alias}.created_at <= :f_end")
             params["f_end"] = self.end_time
+        if self.occurred_after is not None:
+            clauses.append(f"COALESCE({alias}.occurred_at, {alias}.created_at) >= :f_occurred_after")
+            params["f_occurred_after"] = self.occurred_after
+        if self.occurred_before is not None:
+            clauses.append(f"COALESCE({alias}.occurred_at, {alias}.created_at) <= :f_occurred_before")
+            params["f_occurred_before"] = self.occurred_before
         return "".join(f" AND {c}" for c in clauses), params
 
     @property
     def active(self) -> bool:
-        return bool(self.sectors or self.tags or self.start_time or self.end_time)
+        return bool(
+            self.sectors or self.tags or self.start_time or self.end_time or self.occurred_after or self.occurred_before
+        )
+
+    def passes(self, row: dict[str, Any]) -> bool:
+        """The same filters, on a row already read (a memory reached through a waypoint)."""
+        if self.sectors and not set(self.sectors) & set(row["sectors"]):
+            return False
+        if self.tags and not set(self.tags) <= set(row["tags"]):
+            return False
+        stored, occurred = row["created_at"], row["occurred_at"] or row["created_at"]
+        if (self.start_time and stored < self.start_time) or (self.end_time and stored > self.end_time):
+            return False
+        return not (
+            (self.occurred_after and occurred < self.occurred_after)
+            or (self.occurred_before and occurred > self.occurred_before)
+        )
 
 
 def row_to_dict(row: Any) -> dict[str, Any]:

@@ -283,6 +283,11 @@ def test_a_sequence_batch_lets_a_query_reach_the_reply_to_what_it_matches(http, 
     assert reply["trace"]["hops"] == 1 and reply["path"][0] == by_content[turns[0]]["id"]
     assert reply["trace"]["components"]["activation"] > 0
     assert [by_content[t]["occurred_at"] for t in turns[:2]] == ["2023-05-08T13:50:00Z", "2023-05-08T13:51:00Z"]
+    listed = http.get(
+        "/memory/all",
+        params={"user_id": tenant, "occurred_after": "2023-05-08T13:51:00", "occurred_before": "2023-05-08T13:59:00Z"},
+    ).json()
+    assert sorted(m["content"] for m in listed["items"]) == sorted(turns[1:]) and listed["total"] == 2
     thanks = by_content[turns[2]]  # two turns after the question: the question's match lends it context
     assert thanks["trace"]["context_from"] == by_content[turns[0]]["id"]
     assert thanks["trace"]["components"]["context"] > 0
@@ -381,6 +386,15 @@ def test_sectors_report_counts_for_the_tenant(http, tenant):
         ("post", "/memory/add", {"content": "x", "occurred_at": "last tuesday"}, 422, "occurred_at"),
         ("patch", f"/memory/{uuid.uuid4()}", {"occurred_at": "2023-13-01"}, 422, "occurred_at"),
         ("patch", f"/memory/{uuid.uuid4()}", {"status": "superseded"}, 404, "not found"),
+        (
+            "post",
+            "/memory/query",
+            {"query": "x", "filters": {"occurred_after": "2023-06-01", "occurred_before": "2023-05-01"}},
+            422,
+            "occurred_after is later than occurred_before",
+        ),
+        ("post", "/memory/query", {"query": "x", "filters": {"occurred_after": "June"}}, 422, "occurred_after"),
+        ("get", "/memory/all?occurred_before=yesterday", None, 422, "occurred_before"),
     ],
 )
 def test_bad_input_gets_a_clear_4xx(http, method, path, payload, status, fragment):

@@ -872,3 +872,29 @@ def test_a_query_naming_a_month_ranks_what_occurred_then_first(db, engine, tenan
         engine.update(s, tenant, march["id"], {"occurred_at": datetime(2023, 5, 30, tzinfo=UTC)})
     by_id, _ = ask("what did the team ship in May 2023")
     assert "period" in by_id[march["id"]].components
+
+
+def test_occurred_filters_use_when_it_happened_and_apply_to_linked_memories(db, engine, tenant):
+    march, _ = add(db, engine, tenant, "Ferry timetable changed for the spring", occurred_at=datetime(2023, 3, 14))
+    may, _ = add(db, engine, tenant, "Ferry timetable changed for the summer", occurred_at=datetime(2023, 5, 9))
+    undated, _ = add(db, engine, tenant, "Ferry timetable changed for the winter")  # happened when it was stored
+    with db.session() as s:  # a reading-order link from May to March: the walk must not bring March back
+        assert store.create_link(s, tenant, may["id"], march["id"], kind="next", weight=1.0)
+
+    def found(**filters):
+        return {c.id for c, _ in query(db, engine, tenant, "ferry timetable changed", min_score=0, **filters).matches}
+
+    assert found() == {march["id"], may["id"], undated["id"]}
+    may_only = {"occurred_after": datetime(2023, 5, 1), "occurred_before": datetime(2023, 5, 31, 23, 59)}
+    assert found(**may_only) == {may["id"]}  # naive times are UTC
+    assert found(occurred_before=datetime(2023, 4, 1, tzinfo=UTC)) == {march["id"]}
+    assert found(occurred_after=datetime.now(UTC) - timedelta(hours=1)) == {undated["id"]}
+    stored_today = datetime.now(UTC) - timedelta(hours=1)
+    assert found(startTime=stored_today) == {march["id"], may["id"], undated["id"]}  # all were stored today
+    with db.session() as s:
+        rows, total = store.list_memories(
+            s, tenant, offset=0, limit=10, where=store.MemoryFilter(occurred_before=datetime(2023, 4, 1, tzinfo=UTC))
+        )
+    assert total == 1 and [r["id"] for r in rows] == [march["id"]]
+    with pytest.raises(ValueError, match="occurred_after is later than occurred_before"):
+        QueryFilters(occurred_after=datetime(2023, 6, 1), occurred_before=datetime(2023, 5, 1))

@@ -32,6 +32,7 @@ from shared.schemas import (
     QueryRequest,
     QueryResponse,
     ReinforceRequest,
+    assume_utc,
 )
 from shared.storage import jobs as job_store
 from shared.storage import memories as store
@@ -257,14 +258,25 @@ def list_all(
     sector: str | None = None,
     user_id: str | None = None,
     tags: Annotated[list[str] | None, Query(description="only memories carrying all these tags")] = None,
-    start_time: Annotated[datetime | None, Query(alias="startTime")] = None,
-    end_time: Annotated[datetime | None, Query(alias="endTime")] = None,
+    start_time: Annotated[datetime | None, Query(alias="startTime", description="stored at or after")] = None,
+    end_time: Annotated[datetime | None, Query(alias="endTime", description="stored at or before")] = None,
+    occurred_after: Annotated[
+        datetime | None, Query(description="happened at or after (occurred_at, else when stored); UTC if no zone")
+    ] = None,
+    occurred_before: Annotated[datetime | None, Query(description="happened at or before")] = None,
 ) -> MemoryPage:
     """A tenant's memories, newest first, paginated with `u` (offset) and `l` (limit)."""
     tenant = principal.tenant(user_id)
     if sector is not None:
         _check_sector(sector)
-    where = MemoryFilter(sectors=[sector] if sector else None, tags=tags, start_time=start_time, end_time=end_time)
+    where = MemoryFilter(
+        sectors=[sector] if sector else None,
+        tags=tags,
+        start_time=assume_utc(start_time),
+        end_time=assume_utc(end_time),
+        occurred_after=assume_utc(occurred_after),
+        occurred_before=assume_utc(occurred_before),
+    )
     with state.db.session() as session:
         rows, total = store.list_memories(session, tenant, offset=u, limit=l, where=where)
     return MemoryPage(items=[MemoryPublic(**r) for r in rows], total=total, offset=u, limit=l)
