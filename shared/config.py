@@ -166,10 +166,18 @@ class Settings(BaseSettings):
     # membox fusion: relevance = decay^hops * (alpha*cosine + (1-alpha)*lexical); 0.7 is best on the tuning
     # parts of both evaluation sets once sequence turns are embedded in context (0.5 was, before)
     fusion_alpha: float = Field(default=0.7, ge=0.0, le=1.0)
+    # The lexical strength (BM25 / the best BM25 of the query) is raised to this power: a memory sharing one
+    # or two of the query's words (a name, a common term) keeps less than its share of the best match's
+    # credit (1 = linear). 2 is best on both tuning parts (LoCoMo and SciFact; 1.25-2.5 is a plateau).
+    lexical_power: float = Field(default=2.0, ge=0.5, le=4.0)
     recency_decay_per_day: float = Field(default=0.05, ge=0.0)
     waypoint_hop_decay: float = Field(default=0.5, ge=0.0, le=1.0)
     # Spreading activation over waypoints (OpenMem: both directions, max_hops 2, decay 0.5 per hop, max wins)
     activation_max_hops: int = Field(default=2, ge=1, le=2)
+    # How much of the activation spread to a memory counts in its similarity (1 = all). Context support
+    # (below) already adds what surrounds a memory; at full weight the two count a neighbour's match twice
+    # (LoCoMo's tuning part: 0.4-0.75 a plateau, 1.0 lower; SciFact unchanged).
+    activation_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     # Context support: the best relevance among the memories within activation_max_hops in reading order
     # (`next` links), times this, is added to a memory's similarity (0 = off); see retrieval.context_support
     context_weight: float = Field(default=0.4, ge=0.0, le=2.0)

@@ -529,9 +529,10 @@ class MemoryEngine:
             cosine = rows[memory_id]["cosine"] if memory_id in rows else None
             return None if cosine is None else float(cosine)
 
+        relevance_params = {"fusion_alpha": s.fusion_alpha, "lexical_power": s.lexical_power}
         if options.waypoints:  # each seed spreads its own relevance to the query
             energy = {
-                i: relevance(c, cosine=cosine_of(i, c), max_lexical=max_lexical, fusion_alpha=s.fusion_alpha)
+                i: relevance(c, cosine=cosine_of(i, c), max_lexical=max_lexical, **relevance_params)
                 for i, c in seeds.items()
             }
             activated = spread_activation(
@@ -545,7 +546,7 @@ class MemoryEngine:
         cosines = {i: cosine_of(i, c) for i, c in candidates.items() if i in rows}
         if options.waypoints and s.context_weight > 0 and reading_order:  # what surrounds it in reading order
             own = {
-                i: relevance(c, cosine=cosines[i], max_lexical=max_lexical, fusion_alpha=s.fusion_alpha)
+                i: relevance(c, cosine=cosines[i], max_lexical=max_lexical, **relevance_params)
                 for i, c in candidates.items()
                 if i in cosines
             }
@@ -582,6 +583,8 @@ class MemoryEngine:
                 confidence_weight=s.weight_confidence,
                 context_weight=s.context_weight,
                 period_weight=s.period_weight,
+                lexical_power=s.lexical_power,
+                activation_weight=s.activation_weight,
             )
             scored.append((candidate, row))
         if contradicts and options.rank == "composite":

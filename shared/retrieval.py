@@ -195,19 +195,23 @@ def context_support(
     return {ids[n]: (best[n], ids[lender[n]]) for n in range(scored) if lender[n] >= 0}
 
 
-def lexical_strength(candidate: Candidate, max_lexical: float) -> float:
-    """The lexical score scaled to [0, 1] by the best in this result set (membox's normalisation)."""
+def lexical_strength(candidate: Candidate, max_lexical: float, power: float = 1.0) -> float:
+    """The lexical score scaled to [0, 1] by the best in this result set (membox's normalisation), raised to
+    `power`: above 1, a memory that shares only some of the query's words (a name, one common term) keeps
+    less of the best match's credit than its share of the score."""
     if candidate.lexical_score is None or max_lexical <= 0:
         return 0.0
-    return candidate.lexical_score / max_lexical
+    return (candidate.lexical_score / max_lexical) ** power
 
 
-def relevance(candidate: Candidate, *, cosine: float | None, max_lexical: float, fusion_alpha: float) -> float:
+def relevance(
+    candidate: Candidate, *, cosine: float | None, max_lexical: float, fusion_alpha: float, lexical_power: float = 1.0
+) -> float:
     """membox's fused relevance of a memory to the query: alpha * cosine + (1 - alpha) * lexical strength.
 
     `cosine` None: the memory has no vector to compare with the query (decay left it a fingerprint), so its
     words alone say how relevant it is; a missing measurement is not a cosine of 0."""
-    lexical = lexical_strength(candidate, max_lexical)
+    lexical = lexical_strength(candidate, max_lexical, lexical_power)
     if cosine is None:
         return lexical
     return fusion_alpha * max(cosine, 0.0) + (1 - fusion_alpha) * lexical
@@ -230,20 +234,24 @@ def score_candidate(
     confidence_weight: float = 0.0,
     context_weight: float = 0.0,
     period_weight: float = 0.0,
+    lexical_power: float = 1.0,
+    activation_weight: float = 1.0,
 ) -> float:
     """OpenMemory's composite (0.6 sim + 0.2 salience + 0.1 recency + 0.1 waypoint).
 
-    `sim` is membox's fused relevance: decay^hops * (alpha * cosine + (1 - alpha) * lexical), so a memory
-    found only by its words still has a similarity, and a linked memory is discounted per hop; a memory
-    reached through waypoints keeps the larger of that and the activation its seed spread to it (so the
-    reply after a matching question ranks by the question's match). The sum is multiplied by OpenMem's
-    status penalty (superseded 0.5, contradicted 0.3) and confidence factor. `context_weight` times the
-    candidate's `support` (see context_support) is added to `sim`, and `period_weight` when the candidate
-    occurred in the period the query names.
+    `sim` is membox's fused relevance: decay^hops * (alpha * cosine + (1 - alpha) * lexical^lexical_power),
+    so a memory found only by its words still has a similarity, and a linked memory is discounted per hop; a
+    memory reached through waypoints keeps the larger of that and `activation_weight` times the activation
+    spread to it (so the reply after a matching question ranks by the question's match). The sum is
+    multiplied by OpenMem's status penalty (superseded 0.5, contradicted 0.3) and confidence factor.
+    `context_weight` times the candidate's `support` (see context_support) is added to `sim`, and
+    `period_weight` when the candidate occurred in the period the query names.
     """
-    lexical = lexical_strength(candidate, max_lexical)
-    own = relevance(candidate, cosine=cosine, max_lexical=max_lexical, fusion_alpha=fusion_alpha)
-    fused = max((hop_decay**candidate.hops) * own, candidate.activation)
+    lexical = lexical_strength(candidate, max_lexical, lexical_power)
+    own = relevance(
+        candidate, cosine=cosine, max_lexical=max_lexical, fusion_alpha=fusion_alpha, lexical_power=lexical_power
+    )
+    fused = max((hop_decay**candidate.hops) * own, activation_weight * candidate.activation)
     context = context_weight * candidate.support
     period = period_weight if candidate.in_period else 0.0
     days = max((now - last_seen_at).total_seconds(), 0.0) / 86400.0

@@ -12,6 +12,8 @@ from shared.retrieval import (
     Candidate,
     context_support,
     fuse,
+    lexical_strength,
+    relevance,
     resolve_conflicts,
     score_candidate,
     spread_activation,
@@ -181,6 +183,30 @@ def test_a_linked_memory_scores_by_the_larger_of_its_own_match_and_its_activatio
     echo = Candidate(C, hops=1, via=A, waypoint_weight=1.0, activation=0.05)  # matches well on its own
     score(echo, cosine=0.9, max_lexical=2.0)
     assert echo.components["similarity"] == pytest.approx(0.5 * (0.5 * 0.9))
+
+
+def test_activation_weight_scales_what_a_link_lends_but_not_the_memory_s_own_match():
+    reply = Candidate(B, hops=1, via=A, waypoint_weight=1.0, activation=0.4)
+    score(reply, cosine=0.1, max_lexical=2.0, activation_weight=0.5)
+    assert reply.components["similarity"] == pytest.approx(0.2)  # half of the activation; its own match is 0.025
+    assert reply.components["activation"] == pytest.approx(0.4)  # the trace shows what was spread
+    echo = Candidate(C, hops=1, via=A, waypoint_weight=1.0, activation=0.05)
+    score(echo, cosine=0.9, max_lexical=2.0, activation_weight=0.5)
+    assert echo.components["similarity"] == pytest.approx(0.5 * (0.5 * 0.9))
+
+
+def test_lexical_power_takes_credit_from_partial_word_matches_and_keeps_the_best_match_whole():
+    best, partial = Candidate(A, lexical_score=2.0), Candidate(B, lexical_score=1.0)
+    assert lexical_strength(best, 2.0, 2.0) == 1.0
+    assert lexical_strength(partial, 2.0, 1.0) == pytest.approx(0.5)
+    assert lexical_strength(partial, 2.0, 2.0) == pytest.approx(0.25)
+    assert lexical_strength(Candidate(C), 2.0, 2.0) == 0.0  # no lexical hit
+    score(partial, cosine=0.6, max_lexical=2.0, lexical_power=2.0)
+    assert partial.components["lexical"] == pytest.approx(0.25)
+    assert partial.components["similarity"] == pytest.approx(0.5 * 0.6 + 0.5 * 0.25)
+    assert relevance(partial, cosine=0.6, max_lexical=2.0, fusion_alpha=0.5, lexical_power=2.0) == pytest.approx(
+        0.5 * 0.6 + 0.5 * 0.25
+    )
 
 
 def test_context_support_lends_the_best_linked_relevance_within_the_hops_both_ways():
