@@ -554,7 +554,7 @@ class MemoryEngine:
                 own, reading_order, max_hops=s.activation_max_hops
             ).items():
                 candidates[memory_id].support, candidates[memory_id].support_from = support, lender
-        period = query_period(query) if s.period_weight > 0 and options.rank == "composite" else None
+        period = query_period(query, now) if s.period_weight > 0 and options.rank == "composite" else None
         if period:  # time anchoring: the memories that occurred in the month or year the query names
             for memory_id, candidate in candidates.items():
                 row = rows.get(memory_id)

@@ -1,19 +1,24 @@
-"""The period a query names ("in May 2023", "in 2022", "last June's trip"), for ranking memories that
-occurred then higher (time anchoring). Pure: no clock, no IO.
+"""The period a query names ("in May 2023", "in 2022", "last June's trip", "yesterday"), for ranking memories
+that occurred then higher (time anchoring). Pure: no clock, no IO; relative phrases are read against the
+`now` the caller passes (the query's time).
 
-Recognised: a year (1900–2099), a month by its full English name (or "Sept"), both together. A month
-named without a year means that month in any year; a year without a month, the whole year. "May" and
-"March" are also a verb: they count only capitalised and not as the query's first word ("What did she
-do in May?", not "May I ask what she did?"). Any number from 1900 to 2099 standing alone counts as a year
-("room 2001" too). Relative phrases ("last year", "yesterday") are not read:
-they would need the writer's "now", which a stored memory's time does not carry.
+Recognised:
+- a year (1900–2099), a month by its full English name (or "Sept"), both together. A month named without a
+  year means that month in any year; a year without a month, the whole year. "May" and "March" are also a
+  verb: they count only capitalised and not as the query's first word ("What did she do in May?", not "May
+  I ask what she did?"). Any number from 1900 to 2099 standing alone counts as a year ("room 2001" too).
+- relative phrases: "today", "yesterday", "this / last week | month | year", "N days | weeks | months |
+  years ago" (N a digit or a number word up to ten, or "a"), "in the past / last N days | weeks" (up to now).
+  Days and weeks (from Monday) are UTC.
+
+Everything named must hold at once: "in May last year" is May of the year before `now`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 _NAMES = "january february march april may june july august september october november december"
 MONTHS = {name: number for number, name in enumerate(_NAMES.split(), start=1)}
@@ -21,27 +26,42 @@ MONTHS["sept"] = 9
 _AMBIGUOUS = {"may", "march"}  # also verbs
 _YEAR = re.compile(r"(?<![\d.,])(19\d\d|20\d\d)(?!\d|[.,]\d|s\b)")  # not 2,023 / 2023.5 / 1990s
 _WORD = re.compile(r"[A-Za-z]+")
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+_COUNTS |= {"six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+_COUNT = r"(\d{1,3}|" + "|".join(_COUNTS) + ")"
+_UNIT = r"(day|week|month|year)s?"
+_RELATIVE = re.compile(
+    r"\b(?:(today)|(yesterday)|(this|last)\s+(week|month|year)|"
+    rf"{_COUNT}\s+{_UNIT}\s+ago|(?:in\s+)?(?:the\s+)?(?:past|last)\s+{_COUNT}\s+(day|week)s?)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
 class Period:
-    """Years and months named by a query; a memory occurred in it if its year is one of `years` (or no year
-    was named) and its month one of `months` (or no month was named)."""
+    """What a query names: years, months and spans of time ([start, end), UTC). A memory occurred in it if
+    its year is one of `years`, its month one of `months` and it falls in one of `spans` — each only when
+    the query named any."""
 
     years: frozenset[int] = frozenset()
     months: frozenset[int] = frozenset()
+    spans: tuple[tuple[datetime, datetime], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.years or self.months)
+        return bool(self.years or self.months or self.spans)
 
     def contains(self, moment: datetime) -> bool:
         if not self:
             return False
-        return (not self.years or moment.year in self.years) and (not self.months or moment.month in self.months)
+        return (
+            (not self.years or moment.year in self.years)
+            and (not self.months or moment.month in self.months)
+            and (not self.spans or any(start <= moment < end for start, end in self.spans))
+        )
 
 
-def query_period(query: str) -> Period:
-    """The years and months a query names (an empty Period when it names none)."""
+def query_period(query: str, now: datetime | None = None) -> Period:
+    """The years, months and (given `now`) relative spans a query names; an empty Period when it names none."""
     years = {int(match) for match in _YEAR.findall(query)}
     months = set()
     for position, match in enumerate(_WORD.finditer(query)):
@@ -52,4 +72,58 @@ def query_period(query: str) -> Period:
         if word.lower() in _AMBIGUOUS and (not word[0].isupper() or position == 0):
             continue
         months.add(number)
-    return Period(frozenset(years), frozenset(months))
+    spans: list[tuple[datetime, datetime]] = []
+    if now is not None:
+        now = now.astimezone(UTC)
+        for match in _RELATIVE.finditer(query):
+            _relative(match, now, years, months, spans)
+    return Period(frozenset(years), frozenset(months), tuple(spans))
+
+
+def _relative(
+    match: re.Match[str], now: datetime, years: set[int], months: set[int], spans: list[tuple[datetime, datetime]]
+) -> None:
+    """Add what one relative phrase names: a year or a month to the sets, days and weeks as spans."""
+    today, yesterday, which, this_unit, count, ago_unit, past_count, past_unit = match.groups()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    day, week = timedelta(days=1), timedelta(days=7)
+    monday = midnight - timedelta(days=midnight.weekday())
+    if today:
+        spans.append((midnight, midnight + day))
+    elif yesterday:
+        spans.append((midnight - day, midnight))
+    elif which:
+        back = 0 if which.lower() == "this" else 1
+        _back(this_unit.lower(), back, now, midnight, monday, years, months, spans)
+    elif count:
+        _back(ago_unit.lower(), _number(count), now, midnight, monday, years, months, spans)
+    else:
+        n = _number(past_count)
+        spans.append((now - n * (day if past_unit.lower() == "day" else week), now + timedelta(seconds=1)))
+
+
+def _back(
+    unit: str,
+    n: int,
+    now: datetime,
+    midnight: datetime,
+    monday: datetime,
+    years: set[int],
+    months: set[int],
+    spans: list[tuple[datetime, datetime]],
+) -> None:
+    """The day, week, month or year `n` of them before the current one."""
+    if unit == "day":
+        spans.append((midnight - timedelta(days=n), midnight - timedelta(days=n - 1)))
+    elif unit == "week":
+        spans.append((monday - timedelta(days=7 * n), monday - timedelta(days=7 * (n - 1))))
+    elif unit == "month":
+        total = now.year * 12 + (now.month - 1) - n
+        years.add(total // 12)
+        months.add(total % 12 + 1)
+    else:
+        years.add(now.year - n)
+
+
+def _number(text: str) -> int:
+    return int(text) if text.isdigit() else _COUNTS[text.lower()]

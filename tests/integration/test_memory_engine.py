@@ -898,3 +898,17 @@ def test_occurred_filters_use_when_it_happened_and_apply_to_linked_memories(db, 
     assert total == 1 and [r["id"] for r in rows] == [march["id"]]
     with pytest.raises(ValueError, match="occurred_after is later than occurred_before"):
         QueryFilters(occurred_after=datetime(2023, 6, 1), occurred_before=datetime(2023, 5, 1))
+
+
+def test_a_query_saying_yesterday_ranks_what_occurred_yesterday_first(db, engine, tenant, settings):
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    earlier, _ = add(db, engine, tenant, "Noa booked the ferry tickets", occurred_at=midnight - timedelta(days=4))
+    yesterday, _ = add(db, engine, tenant, "Noa booked the ferry seats", occurred_at=midnight - timedelta(hours=12))
+    outcome = query(db, engine, tenant, "what did Noa book yesterday", min_score=0)
+    order = [c.id for c, _ in outcome.matches]
+    by_id = {c.id: c for c, _ in outcome.matches}
+    assert order[0] == yesterday["id"]
+    assert by_id[yesterday["id"]].components["period"] == pytest.approx(settings.period_weight)
+    assert "period" not in by_id[earlier["id"]].components
+    outcome = query(db, engine, tenant, "what did Noa book 4 days ago", min_score=0)
+    assert outcome.matches[0][0].id == earlier["id"]

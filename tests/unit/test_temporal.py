@@ -50,3 +50,45 @@ def test_a_period_contains_the_moments_in_its_years_and_months():
     whole_year = Period(years=frozenset({2022}))
     assert whole_year.contains(datetime(2022, 12, 31, tzinfo=UTC)) and not whole_year.contains(datetime(2023, 1, 1))
     assert not Period().contains(datetime(2023, 5, 8, tzinfo=UTC))  # naming nothing matches nothing
+
+
+NOW = datetime(2026, 3, 18, 15, 30, tzinfo=UTC)  # a Wednesday
+
+
+def day(y: int, m: int, d: int, h: int = 0) -> datetime:
+    return datetime(y, m, d, h, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("query", "inside", "outside"),
+    [
+        ("what did we discuss today?", [day(2026, 3, 18), day(2026, 3, 18, 23)], [day(2026, 3, 17, 23)]),
+        ("What did Noa say yesterday", [day(2026, 3, 17), day(2026, 3, 17, 23)], [day(2026, 3, 18), day(2026, 3, 16)]),
+        ("plans made 3 days ago", [day(2026, 3, 15, 12)], [day(2026, 3, 16), day(2026, 3, 14, 23)]),
+        ("two days ago", [day(2026, 3, 16, 1)], [day(2026, 3, 17, 1)]),
+        ("what happened this week", [day(2026, 3, 16), day(2026, 3, 22, 23)], [day(2026, 3, 15, 23)]),
+        ("Last week's standup", [day(2026, 3, 9), day(2026, 3, 15, 23)], [day(2026, 3, 16), day(2026, 3, 8, 23)]),
+        ("a week ago", [day(2026, 3, 9)], [day(2026, 3, 16)]),
+        ("in the past 10 days", [day(2026, 3, 8, 16), NOW], [day(2026, 3, 8, 15)]),
+        ("over the last two weeks", [day(2026, 3, 4, 16)], [day(2026, 3, 4, 15)]),
+        ("what did we ship last month", [day(2026, 2, 1), day(2026, 2, 28, 23)], [day(2026, 3, 1), day(2025, 2, 10)]),
+        ("this month", [day(2026, 3, 1)], [day(2026, 2, 28), day(2025, 3, 18)]),
+        ("three months ago", [day(2025, 12, 24)], [day(2026, 12, 24), day(2025, 11, 30)]),
+        ("our trip last year", [day(2025, 1, 1), day(2025, 12, 31)], [day(2026, 1, 1)]),
+        ("in May last year", [day(2025, 5, 20)], [day(2025, 6, 1), day(2026, 5, 20)]),  # everything named holds
+        ("this year", [day(2026, 1, 2)], [day(2025, 12, 31)]),
+    ],
+)
+def test_relative_phrases_are_read_against_the_query_s_now(query, inside, outside):
+    period = query_period(query, NOW)
+    assert all(period.contains(moment) for moment in inside), period
+    assert not any(period.contains(moment) for moment in outside), period
+
+
+@pytest.mark.parametrize("query", ["the last time we talked", "last but not least", "this is the week plan", "2 days"])
+def test_phrases_without_a_unit_or_a_count_name_no_relative_period(query):
+    assert not query_period(query, NOW)
+
+
+def test_without_the_query_s_time_relative_phrases_are_not_read():
+    assert not query_period("today's plans") and query_period("today's plans", NOW)
