@@ -555,7 +555,7 @@ class MemoryEngine:
             ).items():
                 candidates[memory_id].support, candidates[memory_id].support_from = support, lender
         period = query_period(query, now) if s.period_weight > 0 and options.rank == "composite" else None
-        if period:  # time anchoring: the memories that occurred in the month or year the query names
+        if period:  # time anchoring: the memories that occurred in the period the query names
             for memory_id, candidate in candidates.items():
                 row = rows.get(memory_id)
                 if row is not None:
