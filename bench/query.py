@@ -4,6 +4,7 @@ Baseline, same run and database: the bare HNSW top-(k×4) SQL query on one secto
 is the floor any full pipeline stands on. Prints both and the ratio.
 
     python -m bench.query --sizes 10000 100000
+    python -m bench.query --sizes 100000 --period              # and each question naming a period
     python -m bench.query --sizes 1000000 --queries 300      # bulk-loaded (~25 min here)
 
 Stores up to --bulk-from memories go through the engine's write path and the background merge, as
@@ -165,6 +166,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--bulk-from", type=int, default=300_000, help="bulk-load stores of this size and up")
+    parser.add_argument(
+        "--period",
+        action="store_true",
+        help='ask every question again with " this year" added: the worst case of time anchoring\'s search of '
+        "the period (every memory of the store happened in it, so MNEMOFLOW_PERIOD_SCAN_LIMIT are compared)",
+    )
     args = parser.parse_args()
 
     rows = []
@@ -175,29 +182,32 @@ def main() -> None:
             load_s = (load_bulk if size >= args.bulk_from else load)(url, texts)
             qs = questions(texts, args.queries)
             base = percentiles(baseline(url, qs, args.k))
+            runs = {"": qs} | ({" this year": [f"{q} this year" for q in qs]} if args.period else {})
             with stack(url, srv.redis_url) as gateway:
-                samples, stages = over_http(gateway, qs, args.k)
-            ours = percentiles(samples)
-            rows.append((size, base, ours, size / load_s))
-            print(
-                "  per stage (server side, ms): "
-                + ", ".join(
-                    f"{stage} p50 {percentiles(v)['p50']:.1f} p95 {percentiles(v)['p95']:.1f}"
-                    for stage, v in stages.items()
-                ),
-                flush=True,
-            )
-            print(
-                f"[query] n={size:,}: ours p50 {ours['p50']:.1f} p95 {ours['p95']:.1f} p99 {ours['p99']:.1f} ms | "
-                f"bare HNSW p50 {base['p50']:.1f} p95 {base['p95']:.1f} ms (loaded at {size / load_s:,.0f}/s)",
-                flush=True,
-            )
+                measured = {label: over_http(gateway, asked, args.k) for label, asked in runs.items()}
+            for label, (samples, stages) in measured.items():
+                ours = percentiles(samples)
+                rows.append((f"{size:,}{label}", base, ours))
+                print(
+                    f"  per stage{label} (server side, ms): "
+                    + ", ".join(
+                        f"{stage} p50 {percentiles(v)['p50']:.1f} p95 {percentiles(v)['p95']:.1f}"
+                        for stage, v in stages.items()
+                    ),
+                    flush=True,
+                )
+                print(
+                    f"[query{label}] n={size:,}: ours p50 {ours['p50']:.1f} p95 {ours['p95']:.1f} "
+                    f"p99 {ours['p99']:.1f} ms | bare HNSW p50 {base['p50']:.1f} p95 {base['p95']:.1f} ms "
+                    f"(loaded at {size / load_s:,.0f}/s)",
+                    flush=True,
+                )
 
     print(f"\nquery latency, full pipeline over HTTP (k={args.k}, {args.queries} queries, one client)")
-    print(f"{'n':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'HNSW p50':>9} {'HNSW p95':>9} {'p95 ratio':>10}")
-    for size, base, ours, _ in rows:
+    print(f"{'n':>19} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'HNSW p50':>9} {'HNSW p95':>9} {'p95 ratio':>10}")
+    for label, base, ours in rows:
         print(
-            f"{size:>9,} {ours['p50']:>8.1f} {ours['p95']:>8.1f} {ours['p99']:>8.1f} {base['p50']:>9.1f} "
+            f"{label:>19} {ours['p50']:>8.1f} {ours['p95']:>8.1f} {ours['p99']:>8.1f} {base['p50']:>9.1f} "
             f"{base['p95']:>9.1f} {ours['p95'] / base['p95']:>10.1f}"
         )
 

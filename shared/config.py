@@ -184,6 +184,9 @@ class Settings(BaseSettings):
     # Time anchoring: added to the similarity of a memory that occurred (occurred_at, else created_at) in the
     # month or year the query names (0 = off); see shared.temporal
     period_weight: float = Field(default=0.5, ge=0.0, le=2.0)
+    # ... and the memories of that period are searched on their own too (the latest this many of it, compared
+    # exactly with the query), so one the words and the vector search missed can still be ranked (0 = off)
+    period_scan_limit: int = Field(default=1_000, ge=0, le=100_000)
     text_search_config: str = "english"
     # BM25 over the tsvector with per-tenant document frequencies (k1, b: Anserini/Pyserini's defaults, the
     # BM25 of the SciFact reference points; Lucene's own are 1.2 / 0.75)

@@ -505,11 +505,32 @@ class MemoryEngine:
         )
         dense = [(memory_id, sim) for memory_id, sim in dense if sim >= s.dense_min_similarity]
         watch.lap("dense")
+        # Time anchoring: the period the query names ("in May 2023", "yesterday"), searched on its own as well.
+        period = query_period(query, now) if s.period_weight > 0 and options.rank == "composite" else None
+        bounds = period.bounds() if period and options.dense and s.period_scan_limit else None
+        anchored: list[tuple[uuid.UUID, float]] = []
+        if bounds is not None:
+            anchored = store.period_candidates(
+                session,
+                user_id,
+                {sector: queries[sector] for sector in search_sectors},
+                start=bounds[0],
+                end=bounds[1],
+                where=where,
+                limit=pool,
+                scan_limit=s.period_scan_limit,
+                ladder=self.ladder,
+            )
+            watch.lap("period")
         if beside is not None:
             lexical, lexical_ms = beside.result()
             watch.lap("lexical_wait")  # how much longer than embedding + dense search the full-text stage took
             watch.laps["lexical"] = lexical_ms
         seeds = fuse(lexical, dense, rrf_k=s.rrf_k, limit=pool)
+        # What happened then, found or not; no similarity floor: the period is what selects them ("what did we
+        # say yesterday?" shares little with what was said), their similarity only orders them.
+        for rank, (memory_id, sim) in enumerate(anchored, start=1):
+            seeds.setdefault(memory_id, Candidate(memory_id, dense_similarity=sim)).period_rank = rank
         rows, links, reading_order, contradicts = store.fetch_with_links(
             session,
             user_id,
@@ -554,7 +575,6 @@ class MemoryEngine:
                 own, reading_order, max_hops=s.activation_max_hops
             ).items():
                 candidates[memory_id].support, candidates[memory_id].support_from = support, lender
-        period = query_period(query, now) if s.period_weight > 0 and options.rank == "composite" else None
         if period:  # time anchoring: the memories that occurred in the period the query names
             for memory_id, candidate in candidates.items():
                 row = rows.get(memory_id)

@@ -43,6 +43,7 @@ class Candidate:
     support: float = 0.0  # the best relevance among the memories linked to it (context_support)
     support_from: uuid.UUID | None = None
     in_period: bool = False  # it occurred in the period the query names (time anchoring)
+    period_rank: int | None = None  # its rank in the search of that period, when that search found it
     similarity: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
     score: float = 0.0

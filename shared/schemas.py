@@ -292,6 +292,9 @@ class MatchTrace(BaseModel):
     dense_rank: int | None = None
     dense_similarity: float | None = None
     rrf_score: float = 0.0
+    period_rank: int | None = Field(
+        default=None, description="its rank in the search of the period the query names (time anchoring)"
+    )
     hops: int = 0
     via: str | None = None
     context_from: str | None = Field(

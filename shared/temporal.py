@@ -50,6 +50,21 @@ class Period:
     def __bool__(self) -> bool:
         return bool(self.years or self.months or self.spans)
 
+    def bounds(self) -> tuple[datetime, datetime] | None:
+        """The smallest [start, end) range (UTC) holding every moment the period contains; None when it is
+        unbounded (months named without a year or a relative phrase: that month of every year)."""
+        ranges = []
+        if self.years:
+            first, last = min(self.years), max(self.years)
+            low, high = (min(self.months), max(self.months)) if self.months else (1, 12)
+            ranges.append((datetime(first, low, 1, tzinfo=UTC), _month_after(last, high)))
+        if self.spans:
+            ranges.append((min(start for start, _ in self.spans), max(end for _, end in self.spans)))
+        if not ranges:
+            return None
+        start, end = max(r[0] for r in ranges), min(r[1] for r in ranges)
+        return (start, end) if start < end else (start, start)
+
     def contains(self, moment: datetime) -> bool:
         if not self:
             return False
@@ -58,6 +73,10 @@ class Period:
             and (not self.months or moment.month in self.months)
             and (not self.spans or any(start <= moment < end for start, end in self.spans))
         )
+
+
+def _month_after(year: int, month: int) -> datetime:
+    return datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
 
 
 def query_period(query: str, now: datetime | None = None) -> Period:

@@ -975,22 +975,7 @@ def fetch_with_links(
     if not seed_ids:
         return FetchedLinks({}, [], [], [])
     params: dict[str, Any] = {}
-    branches = []
-    for g, (query, sectors) in enumerate(group_sectors(queries)):
-        params |= {f"model{g}": query.model, f"qs{g}": sectors}
-        rungs = query_rungs(query.vector, ladder)
-        for dim, vector in rungs.items():
-            params[f"q{g}_{dim}"] = Vector(vector)
-        # A compressed memory is compared with the query pooled to its rung.
-        pooled_query = " ".join(f"WHEN {dim} THEN CAST(:q{g}_{dim} AS vector)" for dim in rungs)
-        branches.append(
-            f"""WHEN m.primary_sector = ANY(CAST(:qs{g} AS text[])) THEN
-                       (SELECT 1 - (v.embedding <=> CASE v.dim {pooled_query} END)
-                        FROM memory_vectors v
-                        WHERE v.memory_id = m.id AND v.sector = m.primary_sector
-                          AND v.dim IN ({", ".join(str(d) for d in rungs)}) AND v.model = :model{g})"""
-        )
-    cosine = f"CASE WHEN m.id = ANY(CAST(:known AS uuid[])) THEN NULL {' '.join(branches)} END"
+    cosine = f"CASE WHEN m.id = ANY(CAST(:known AS uuid[])) THEN NULL {_cosine_branches(queries, ladder, params)} END"
     rows = read_rows(
         session,
         f"""
@@ -1057,6 +1042,70 @@ def fetch_with_links(
                 order.append((src, dst, weight))
         memories[row["id"]] = row
     return FetchedLinks(memories, links, order, contradicts)
+
+
+def _cosine_branches(
+    queries: Mapping[str, SectorVector], ladder: Callable[[int], Sequence[int]], params: dict[str, Any]
+) -> str:
+    """SQL `WHEN … THEN` branches giving memory `m` the query's similarity to its primary-sector vector (a
+    compressed memory compared with the query pooled to its rung); adds the query vectors to `params`."""
+    branches = []
+    for g, (query, sectors) in enumerate(group_sectors(queries)):
+        params |= {f"model{g}": query.model, f"qs{g}": sectors}
+        rungs = query_rungs(query.vector, ladder)
+        for dim, vector in rungs.items():
+            params[f"q{g}_{dim}"] = Vector(vector)
+        pooled_query = " ".join(f"WHEN {dim} THEN CAST(:q{g}_{dim} AS vector)" for dim in rungs)
+        branches.append(
+            f"""WHEN m.primary_sector = ANY(CAST(:qs{g} AS text[])) THEN
+                       (SELECT 1 - (v.embedding <=> CASE v.dim {pooled_query} END)
+                        FROM memory_vectors v
+                        WHERE v.memory_id = m.id AND v.sector = m.primary_sector
+                          AND v.dim IN ({", ".join(str(d) for d in rungs)}) AND v.model = :model{g})"""
+        )
+    return " ".join(branches)
+
+
+def period_candidates(
+    session: Session,
+    user_id: str,
+    queries: Mapping[str, SectorVector],
+    *,
+    start: datetime,
+    end: datetime,
+    where: MemoryFilter,
+    limit: int,
+    scan_limit: int,
+    ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
+) -> list[tuple[uuid.UUID, float]]:
+    """The tenant's memories that happened in [start, end) (occurred_at, else when stored) and pass `where`,
+    most similar to the query first (best `limit`): the period a query names, searched on its own, so time
+    anchoring can rank what happened then even when neither the words nor the vector search found it.
+
+    Exact, not approximate: the `scan_limit` latest memories of the period are compared with the query (the
+    (user_id, occurred) index gives them in order), so a narrow period ("yesterday") is searched whole and a
+    broad one ("2023" in a large store) costs at most `scan_limit` comparisons. Memories without a vector
+    of the query's model (a fingerprint) are left out."""
+    if not queries or start >= end:
+        return []
+    clause, params = where.sql("m")
+    branches = _cosine_branches(queries, ladder, params)
+    rows = read_rows(
+        session,
+        f"""
+            WITH period AS MATERIALIZED (
+                SELECT m.id, m.primary_sector FROM memories m
+                WHERE m.user_id = :user_id AND COALESCE(m.occurred_at, m.created_at) >= :p_start
+                  AND COALESCE(m.occurred_at, m.created_at) < :p_end{clause}
+                ORDER BY COALESCE(m.occurred_at, m.created_at) DESC
+                LIMIT :scan_limit
+            ),
+            measured AS (SELECT m.id, CASE {branches} END AS sim FROM period m)
+            SELECT id, sim FROM measured WHERE sim IS NOT NULL ORDER BY sim DESC, id LIMIT :limit
+            """,
+        params | {"user_id": user_id, "p_start": start, "p_end": end, "scan_limit": scan_limit, "limit": limit},
+    )
+    return [(r.id, float(r.sim)) for r in rows]
 
 
 def fetch_payloads(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:

@@ -195,6 +195,7 @@ def test_a_document_s_time_is_on_every_chunk_and_anchors_queries_naming_it(http,
     matches = http.post("/memory/query", json=asked | {"filters": {"min_score": 0}}).json()["matches"]
     anchored = [m for m in matches if m["trace"]["components"].get("period")]
     assert anchored and {m["occurred_at"] for m in anchored} == {"2023-05-07T23:30:00Z"}
+    assert sorted(m["trace"]["period_rank"] for m in anchored) == list(range(1, len(anchored) + 1))
 
 
 def test_a_web_page_by_url_and_refusals_of_private_addresses(http, db, worker, tenant, trusted_site, loopback_site):

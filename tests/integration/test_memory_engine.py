@@ -912,3 +912,29 @@ def test_a_query_saying_yesterday_ranks_what_occurred_yesterday_first(db, engine
     assert "period" not in by_id[earlier["id"]].components
     outcome = query(db, engine, tenant, "what did Noa book 4 days ago", min_score=0)
     assert outcome.matches[0][0].id == earlier["id"]
+
+
+def test_the_period_a_query_names_is_searched_on_its_own(db, tenant, settings):
+    """A memory of the named period that shares no word with the query and is no near vector still ranks:
+    the period's memories are compared with the query themselves, not only re-ranked if already found."""
+    weighty = settings.model_copy(update={"period_weight": 1.0})  # what happened then outranks everything
+    engine = MemoryEngine(weighty, SyntheticEmbedder(dim=384))
+    for n in range(12):  # the words and the vector search fill their candidates (k 2 -> 8 each) with these
+        add(db, engine, tenant, f"Harbour ferry note {n}: the ferry crossing schedule and ferry fares")
+    then, _ = add(db, engine, tenant, "Signed the lease for the workshop", occurred_at=datetime(2023, 5, 9))
+    add(db, engine, tenant, "Painted the workshop door", occurred_at=datetime(2022, 5, 9))  # May, not of 2023
+
+    def ask(engine, q):
+        with db.session() as s:
+            return engine.query(s, tenant, q, k=2, filters=QueryFilters(min_score=0))
+
+    outcome = ask(engine, "ferry crossing in May 2023")
+    top = outcome.matches[0][0]
+    assert top.id == then["id"] and top.period_rank == 1 and top.lexical_rank is None and top.dense_rank is None
+    assert top.components["period"] == pytest.approx(1.0) and "period" in outcome.timings_ms
+    assert len(outcome.matches) == 2 and outcome.matches[1][0].period_rank is None  # the only one of the period
+
+    blind = MemoryEngine(weighty.model_copy(update={"period_scan_limit": 0}), SyntheticEmbedder(dim=384))
+    assert then["id"] not in {c.id for c, _ in ask(blind, "ferry crossing in May 2023").matches}  # re-ranking alone
+    outcome = ask(engine, "ferry crossing in May")  # every May: unbounded, not searched on its own
+    assert then["id"] not in {c.id for c, _ in outcome.matches} and "period" not in outcome.timings_ms

@@ -92,3 +92,17 @@ def test_phrases_without_a_unit_or_a_count_name_no_relative_period(query):
 
 def test_without_the_query_s_time_relative_phrases_are_not_read():
     assert not query_period("today's plans") and query_period("today's plans", NOW)
+
+
+def test_a_period_is_bounded_by_its_years_and_spans_and_a_month_alone_is_not():
+    two_years = Period(years=frozenset({2022, 2023}), months=frozenset({5, 12}))
+    assert two_years.bounds() == (day(2022, 5, 1), day(2024, 1, 1))
+    assert Period(years=frozenset({2023})).bounds() == (day(2023, 1, 1), day(2024, 1, 1))
+    assert Period(months=frozenset({5})).bounds() is None  # every May
+    assert Period().bounds() is None
+    yesterday = query_period("what did we say yesterday", NOW)
+    assert yesterday.bounds() == (day(2026, 3, 17), day(2026, 3, 18))
+    may_last_year = query_period("in May last year", NOW)
+    assert may_last_year.bounds() == (day(2025, 5, 1), day(2025, 6, 1))
+    start, end = query_period("yesterday in 2019", NOW).bounds()  # nothing can match: an empty range
+    assert start == end

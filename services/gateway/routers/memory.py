@@ -104,6 +104,7 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
                 dense_rank=c.dense_rank,
                 dense_similarity=c.dense_similarity,
                 rrf_score=round(c.rrf_score, 6),
+                period_rank=c.period_rank,
                 hops=c.hops,
                 via=str(c.via) if c.via else None,
                 context_from=str(c.support_from) if c.components.get("context") else None,
