@@ -450,7 +450,8 @@ class MemoryEngine:
         now: datetime | None = None,
         side_session: Callable[[], AbstractContextManager[Session]] | None = None,
     ) -> QueryOutcome:
-        """Full-text + dense candidates fused by RRF, waypoints, composite score, threshold gate.
+        """Full-text + dense candidates fused by RRF (and the memories of the period the query names, if it
+        names a bounded one), waypoints, composite score, threshold gate.
 
         `side_session`: a factory of a second session; given one, the full-text stage runs on it beside
         embedding and the dense search (two round trips at once instead of one after the other).
