@@ -159,9 +159,36 @@ def query(
     token_budget: Annotated[
         int | None, typer.Option(help="Fill at most this many tokens with the best memories (still at most k)")
     ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", "-t", help="Only memories with this tag (repeatable)")
+    ] = None,
+    sector: Annotated[str | None, typer.Option(help="Only memories of this sector")] = None,
+    occurred_after: Annotated[
+        str | None, typer.Option(help="Only memories that happened at or after this time, ISO 8601")
+    ] = None,
+    occurred_before: Annotated[
+        str | None, typer.Option(help="Only memories that happened at or before this time, ISO 8601")
+    ] = None,
 ) -> None:
-    """Ask for the memories that matter for TEXT."""
+    """Ask for the memories that matter for TEXT.
+
+    A month, a year or a phrase like "yesterday" in TEXT ranks what happened then first; the options filter:
+
+        mnemoflow query "what did Noa say about the ferry?" -t trip --occurred-after 2023-05-01
+    """
+    filters = {
+        name: value
+        for name, value in (
+            ("tags", tag),
+            ("sector", sector),
+            ("occurred_after", occurred_after),
+            ("occurred_before", occurred_before),
+        )
+        if value
+    }
     request = {"query": text, "k": k, "user_id": user, "explain": explain, "token_budget": token_budget}
+    if filters:
+        request["filters"] = filters
     body = _call("POST", "/memory/query", json=request)
     if not body["matches"]:
         typer.echo("no memories above the threshold")

@@ -533,3 +533,13 @@ def test_the_cli_adds_a_turn_after_another(gateway, tenant):
     assert stored["occurred_at"] == "2023-05-08T00:00:00Z"
     undated = runner.invoke(app, ["add", "Noa: bye", "--user", tenant, "--occurred-at", "soon"], env=env)
     assert undated.exit_code != 0 and "occurred_at" in undated.output
+
+    asked = ["query", "Noa ferry see you", "--user", tenant]
+    everything = runner.invoke(app, asked, env=env)
+    assert everything.exit_code == 0 and "the ferry leaves at nine" in everything.output, everything.output
+    in_may = runner.invoke(app, [*asked, "--occurred-after", "2023-05-01", "--occurred-before", "2023-05-31"], env=env)
+    assert in_may.exit_code == 0 and "see you" in in_may.output and "ferry" not in in_may.output, in_may.output
+    reversed_range = runner.invoke(
+        app, [*asked, "--occurred-after", "2024-01-01", "--occurred-before", "2023-01-01"], env=env
+    )
+    assert reversed_range.exit_code != 0 and "later than occurred_before" in reversed_range.output
