@@ -551,12 +551,11 @@ class MemoryEngine:
             cosine = rows[memory_id]["cosine"] if memory_id in rows else None
             return None if cosine is None else float(cosine)
 
-        relevance_params = {"fusion_alpha": s.fusion_alpha, "lexical_power": s.lexical_power}
+        own_relevance = functools.partial(
+            relevance, max_lexical=max_lexical, fusion_alpha=s.fusion_alpha, lexical_power=s.lexical_power
+        )
         if options.waypoints:  # each seed spreads its own relevance to the query
-            energy = {
-                i: relevance(c, cosine=cosine_of(i, c), max_lexical=max_lexical, **relevance_params)
-                for i, c in seeds.items()
-            }
+            energy = {i: own_relevance(c, cosine=cosine_of(i, c)) for i, c in seeds.items()}
             activated = spread_activation(
                 seeds, links, max_hops=s.activation_max_hops, decay_per_hop=s.waypoint_hop_decay, energy=energy
             )
@@ -567,11 +566,7 @@ class MemoryEngine:
             candidates = {i: c for i, c in candidates.items() if i in rows and where.passes(rows[i])}
         cosines = {i: cosine_of(i, c) for i, c in candidates.items() if i in rows}
         if options.waypoints and s.context_weight > 0 and reading_order:  # what surrounds it in reading order
-            own = {
-                i: relevance(c, cosine=cosines[i], max_lexical=max_lexical, **relevance_params)
-                for i, c in candidates.items()
-                if i in cosines
-            }
+            own = {i: own_relevance(c, cosine=cosines[i]) for i, c in candidates.items() if i in cosines}
             for memory_id, (support, lender) in context_support(
                 own, reading_order, max_hops=s.activation_max_hops
             ).items():
@@ -580,7 +575,7 @@ class MemoryEngine:
             for memory_id, candidate in candidates.items():
                 row = rows.get(memory_id)
                 if row is not None:
-                    candidate.in_period = period.contains((row["occurred_at"] or row["created_at"]).astimezone(UTC))
+                    candidate.in_period = period.contains(store.happened_at(row).astimezone(UTC))
         recency_weight = recency_weight if recency_weight is not None else s.recency_weight
         weights = ScoreWeights(*s.score_weights) if recency_weight is None else recency_interpolated(recency_weight)
         scored = []

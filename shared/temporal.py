@@ -104,37 +104,26 @@ def _relative(
 ) -> None:
     """Add what one relative phrase names: a year or a month to the sets, days and weeks as spans."""
     today, yesterday, which, this_unit, count, ago_unit, past_count, past_unit = match.groups()
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    day, week = timedelta(days=1), timedelta(days=7)
-    monday = midnight - timedelta(days=midnight.weekday())
-    if today:
-        spans.append((midnight, midnight + day))
-    elif yesterday:
-        spans.append((midnight - day, midnight))
+    if today or yesterday:
+        _back("day", 0 if today else 1, now, years, months, spans)
     elif which:
-        back = 0 if which.lower() == "this" else 1
-        _back(this_unit.lower(), back, now, midnight, monday, years, months, spans)
+        _back(this_unit.lower(), 0 if which.lower() == "this" else 1, now, years, months, spans)
     elif count:
-        _back(ago_unit.lower(), _number(count), now, midnight, monday, years, months, spans)
+        _back(ago_unit.lower(), _number(count), now, years, months, spans)
     else:
-        n = _number(past_count)
-        spans.append((now - n * (day if past_unit.lower() == "day" else week), now + timedelta(seconds=1)))
+        length = timedelta(days=1 if past_unit.lower() == "day" else 7)
+        spans.append((now - _number(past_count) * length, now + timedelta(seconds=1)))
 
 
 def _back(
-    unit: str,
-    n: int,
-    now: datetime,
-    midnight: datetime,
-    monday: datetime,
-    years: set[int],
-    months: set[int],
-    spans: list[tuple[datetime, datetime]],
+    unit: str, n: int, now: datetime, years: set[int], months: set[int], spans: list[tuple[datetime, datetime]]
 ) -> None:
-    """The day, week, month or year `n` of them before the current one."""
+    """The day, week (from Monday), month or year `n` of them before the current one (0: the current one)."""
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if unit == "day":
         spans.append((midnight - timedelta(days=n), midnight - timedelta(days=n - 1)))
     elif unit == "week":
+        monday = midnight - timedelta(days=midnight.weekday())
         spans.append((monday - timedelta(days=7 * n), monday - timedelta(days=7 * (n - 1))))
     elif unit == "month":
         total = now.year * 12 + (now.month - 1) - n

@@ -67,6 +67,17 @@ class StoredRef:
     created: bool
 
 
+def occurred_sql(alias: str) -> str:
+    """When memory `alias` happened, in SQL: occurred_at, else when it was stored. Migration 0008 indexes
+    exactly this expression (per tenant); a query spelled otherwise cannot use the index."""
+    return f"COALESCE({alias}.occurred_at, {alias}.created_at)"
+
+
+def happened_at(row: Mapping[str, Any]) -> datetime:
+    """When a memory row happened: its occurred_at, else when it was stored (what `occurred_sql` reads)."""
+    return row["occurred_at"] or row["created_at"]
+
+
 @dataclass
 class MemoryFilter:
     """Row filters shared by listing and retrieval."""
@@ -96,10 +107,10 @@ class MemoryFilter:
             clauses.append(f"{alias}.created_at <= :f_end")
             params["f_end"] = self.end_time
         if self.occurred_after is not None:
-            clauses.append(f"COALESCE({alias}.occurred_at, {alias}.created_at) >= :f_occurred_after")
+            clauses.append(f"{occurred_sql(alias)} >= :f_occurred_after")
             params["f_occurred_after"] = self.occurred_after
         if self.occurred_before is not None:
-            clauses.append(f"COALESCE({alias}.occurred_at, {alias}.created_at) <= :f_occurred_before")
+            clauses.append(f"{occurred_sql(alias)} <= :f_occurred_before")
             params["f_occurred_before"] = self.occurred_before
         return "".join(f" AND {c}" for c in clauses), params
 
@@ -115,7 +126,7 @@ class MemoryFilter:
             return False
         if self.tags and not set(self.tags) <= set(row["tags"]):
             return False
-        stored, occurred = row["created_at"], row["occurred_at"] or row["created_at"]
+        stored, occurred = row["created_at"], happened_at(row)
         if (self.start_time and stored < self.start_time) or (self.end_time and stored > self.end_time):
             return False
         return not (
@@ -1090,14 +1101,14 @@ def period_candidates(
         return []
     clause, params = where.sql("m")
     branches = _cosine_branches(queries, ladder, params)
+    happened = occurred_sql("m")
     rows = read_rows(
         session,
         f"""
             WITH period AS MATERIALIZED (
                 SELECT m.id, m.primary_sector FROM memories m
-                WHERE m.user_id = :user_id AND COALESCE(m.occurred_at, m.created_at) >= :p_start
-                  AND COALESCE(m.occurred_at, m.created_at) < :p_end{clause}
-                ORDER BY COALESCE(m.occurred_at, m.created_at) DESC
+                WHERE m.user_id = :user_id AND {happened} >= :p_start AND {happened} < :p_end{clause}
+                ORDER BY {happened} DESC
                 LIMIT :scan_limit
             ),
             measured AS (SELECT m.id, CASE {branches} END AS sim FROM period m)
