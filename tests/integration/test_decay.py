@@ -24,7 +24,7 @@ from sqlalchemy import text
 from shared import decay
 from shared.activity import active_queries, query_finished, query_started
 from shared.embedding import SyntheticEmbedder
-from shared.lifecycle import CycleOptions, DecayCycle, format_line, tier_rules
+from shared.lifecycle import CYCLE_LOCK_KEY, CycleOptions, DecayCycle, format_line, tier_rules
 from shared.memory_service import MemoryEngine
 from shared.schemas import MemoryCreate, QueryFilters, RetrievalOptions
 from shared.sectors import SECTORS
@@ -383,6 +383,18 @@ def test_a_cycle_killed_midway_loses_nothing_and_the_next_one_finishes_it(decay_
     with database.session() as s:
         interrupted = s.execute(text("SELECT id, processed FROM decay_runs WHERE status = 'running'")).one()
     assert 0 < interrupted.processed < total
+    # The server ends the killed child's sessions, and so frees its cycle lock, when it notices the client is
+    # gone: not at once. Until then a new cycle rightly skips ("another decay cycle is running").
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with database.session() as s:
+            held = s.execute(
+                text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = :k AND granted"),
+                {"k": CYCLE_LOCK_KEY},
+            ).scalar_one()
+        if not held:
+            break
+        time.sleep(0.05)
 
     # The next cycle (a scheduled one, so the plan it resumes is the interrupted one) finishes the work.
     run = make_cycle(database, cycle_settings).run(options=CycleOptions(now=NOW))
