@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run down test test-unit test-integration test-e2e lint bench bench-quick static-model clean help
+.PHONY: run down test test-unit test-integration test-e2e lint bench bench-quick bench-report static-model clean help
 
 help:
 	@echo "make run    - install (first time), start the embedded stack, workers, beat, gateway :8080, Flower :5555"
@@ -12,6 +12,7 @@ help:
 	@echo "make down   - stop a stack started in the background (mnemoflow up --detach) or in another shell"
 	@echo "make lint   - ruff + mypy + import contracts"
 	@echo "make bench  - benchmarks (ingest throughput, query latency) printing figures and baselines"
+	@echo "make bench-report - run the benchmarks and rewrite docs/benchmarks.md with their figures (~40 min; not CI)"
 	@echo "make static-model - optional: distill the fast 'static' embedding model from MiniLM (~2 min, once)"
 
 $(STAMP): pyproject.toml
@@ -48,6 +49,10 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.embeddings
 	$(BIN)/python -m bench.ingest
 	$(BIN)/python -m bench.query
+
+# Not part of CI: about 40 minutes here; docs/benchmarks.md is what it writes.
+bench-report: $(STAMP)
+	$(BIN)/python -m bench.report
 
 bench-quick: $(STAMP)
 	$(BIN)/python -m bench.ingest --sizes 2000

@@ -27,15 +27,16 @@ import psycopg
 from sqlalchemy import text
 
 from bench.common import corpus, fresh_database, plain_dsn, servers
+from shared.api.memories import MemoryCreate
 from shared.config import Settings
 from shared.db import Database, create_db_engine
 from shared.embedding import SyntheticEmbedder
-from shared.lifecycle import CycleOptions, DecayCycle, format_line
-from shared.memory_service import MemoryEngine
-from shared.schemas import MemoryCreate
-from shared.sectors import SECTOR_CONFIGS, SECTORS
-from shared.storage.memories import SectorVector, copy_vectors
-from shared.storage.models import ensure_store_model
+from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle, format_line
+from shared.memory.engine import MemoryEngine
+from shared.memory.sectors import SECTOR_CONFIGS, SECTORS
+from shared.storage.rows import SectorVector
+from shared.storage.sector_models import ensure_store_model
+from shared.storage.vectors import copy_vectors
 
 DIM = 384
 WORDS = [

@@ -20,7 +20,7 @@ from shared.embedding import SyntheticEmbedder
 from shared.embedding.base import ContextualEmbeddingProvider, EmbeddingProvider, embed_texts
 from shared.embedding.local import LocalOnnxEmbedder, ModelUnavailable
 from shared.embedding.static import StaticEmbedder
-from shared.memory_service import sequence_contexts
+from shared.memory.sequence import sequence_contexts
 
 
 def measure(

@@ -26,12 +26,12 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from bench.common import bench_settings, corpus, fresh_database, plain_dsn, servers, stack
+from shared.api.memories import MemoryCreate
 from shared.config import Settings
 from shared.db import Database, create_db_engine
 from shared.embedding.factory import create_embedder, embedder_for
-from shared.memory_service import MemoryEngine
-from shared.schemas import MemoryCreate
-from shared.storage.models import ensure_store_model
+from shared.memory.engine import MemoryEngine
+from shared.storage.sector_models import ensure_store_model
 
 USER = "bench"
 

@@ -20,11 +20,13 @@ import psycopg
 
 from bench.common import bench_settings, corpus, fresh_database, percentiles, plain_dsn, servers
 from bench.query import USER, questions
+from shared.api.memories import MemoryCreate
 from shared.db import Database, create_db_engine
 from shared.embedding.factory import create_embedder
-from shared.memory_service import MemoryEngine
-from shared.schemas import MemoryCreate
-from shared.storage import memories as store
+from shared.memory.engine import MemoryEngine
+from shared.retrieval.lexical import LexicalParams
+from shared.storage import bm25
+from shared.storage.rows import MemoryFilter
 
 
 def load(engine: MemoryEngine, db: Database, dsn: str, texts: list[str], batch: int = 10_000) -> float:
@@ -39,18 +41,18 @@ def load(engine: MemoryEngine, db: Database, dsn: str, texts: list[str], batch: 
         items = [MemoryCreate(content=t) for t in texts[start : start + batch]]
         with db.session() as session:
             refs = engine.store(session, engine.prepare(items, USER)[0], settle=False)
-            store.count_terms(session, [r.id for r in refs], sign=1)
+            bm25.count_terms(session, [r.id for r in refs], sign=1)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE memories")
     return time.perf_counter() - started
 
 
-def ask(db: Database, qs: list[str], params: store.LexicalParams, k: int) -> tuple[list[float], float]:
+def ask(db: Database, qs: list[str], params: LexicalParams, k: int) -> tuple[list[float], float]:
     samples, found = [], 0
     with db.session() as session:
         for q in qs:
             started = time.perf_counter()
-            hits = store.lexical_candidates(session, USER, q, limit=k * 4, where=store.MemoryFilter(), params=params)
+            hits = bm25.lexical_candidates(session, USER, q, limit=k * 4, where=MemoryFilter(), params=params)
             samples.append((time.perf_counter() - started) * 1000)
             found += len(hits)
     return samples, found / len(qs)
@@ -73,10 +75,11 @@ def main() -> None:
         seconds = load(engine, db, plain_dsn(url), texts)
         print(f"stored and counted {args.size:,} memories in {seconds:.0f} s", flush=True)
         qs = questions(texts, args.queries)
+        ours = settings.lexical
         variants = {
-            "baseline: no selection budget": dataclasses.replace(engine.lexical, select_budget=0, rescore_window=0),
-            f"select budget {engine.lexical.select_budget:,}": dataclasses.replace(engine.lexical, rescore_window=0),
-            f"ours: + rescore window {engine.lexical.rescore_window:,}": engine.lexical,
+            "baseline: no selection budget": dataclasses.replace(ours, select_budget=0, rescore_window=0),
+            f"select budget {ours.select_budget:,}": dataclasses.replace(ours, rescore_window=0),
+            f"ours: + rescore window {ours.rescore_window:,}": ours,
         }
         results: dict[str, list[float]] = {name: [] for name in variants}
         for round_ in (1, 2):

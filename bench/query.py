@@ -31,10 +31,10 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from bench.common import bench_settings, corpus, fresh_database, percentiles, plain_dsn, servers, stack
+from shared.api.memories import MemoryCreate
 from shared.db import Database, create_db_engine
 from shared.embedding.factory import create_embedder
-from shared.memory_service import MemoryEngine
-from shared.schemas import MemoryCreate
+from shared.memory.engine import MemoryEngine
 
 USER = "bench"
 

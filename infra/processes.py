@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from shared.config import Settings
-from shared.tasks import ALL_QUEUES
+from shared.jobs import ALL_QUEUES
 
 
 def worker_command(

@@ -1,4 +1,5 @@
-"""The Celery configuration both sides share: queues declared explicitly, routing by sector, JSON only."""
+"""The Celery configuration both sides share: queues declared explicitly, routing by sector, JSON only; and the
+one way a message is sent (the messages themselves are `shared.jobs`'s)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from kombu import Exchange
 from kombu import Queue as KombuQueue
 
 from shared.config import Settings
-from shared.tasks import ALL_QUEUES, DEFAULT_QUEUE
+from shared.jobs import ALL_QUEUES, DEFAULT_QUEUE, Message
 
 LONG_QUEUES = frozenset(q for q in ALL_QUEUES if q.startswith("embed.") or q == "ingest")
 
@@ -61,3 +62,10 @@ def make_celery(settings: Settings, name: str = "mnemoflow") -> Celery:
     app = Celery(name)
     app.conf.update(celery_config(settings))
     return app
+
+
+def send(celery: Celery, *messages: Message) -> None:
+    """Send each message to its task (by name) on its queue. Raises when the broker does: the caller decides
+    what an outage means (the gateway logs it and leaves the job to the sweeper)."""
+    for message in messages:
+        celery.send_task(message.task, kwargs=message.kwargs(), queue=message.queue)

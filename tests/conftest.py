@@ -24,7 +24,7 @@ from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port, recreate_
 from infra.migrate import upgrade
 from infra.processes import gateway_command, wait_for_worker, wait_healthy, worker_command
 from shared.config import Settings
-from shared.tasks import ALL_QUEUES
+from shared.jobs import ALL_QUEUES
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_DATABASE = "mnemoflow_test"

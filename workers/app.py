@@ -16,23 +16,20 @@ from shared.config import get_settings
 from shared.db import Database, create_db_engine
 from shared.embedding import EmbeddingProvider
 from shared.embedding.factory import create_embedder, create_sector_embedders, embedder_for
+from shared.jobs import MergeFresh, PruneEmbedLogs, PruneWaypoints, Queue, RunDecayCycle, SweepJobs
 from shared.logs import configure_logging
-from shared.memory_service import MemoryEngine
+from shared.memory.engine import MemoryEngine
 from shared.queueing import make_celery
-from shared.storage.models import StoreModel, ensure_store_model_for
-from shared.tasks import Queue, TaskName
+from shared.storage.sector_models import StoreModel, ensure_store_model_for
 
 settings = get_settings()
 app = make_celery(settings, "mnemoflow.worker")
 app.conf.beat_schedule = {
-    "sweep-stalled-jobs": {"task": TaskName.SWEEP_JOBS, "schedule": settings.sweep_interval_seconds},
-    "merge-fresh-vectors": {"task": TaskName.MERGE_FRESH, "schedule": 60.0},
-    "prune-embed-logs": {"task": TaskName.PRUNE_EMBED_LOGS, "schedule": 86400.0},
-    "prune-waypoints": {
-        "task": TaskName.PRUNE_WAYPOINTS,
-        "schedule": settings.waypoint_prune_interval_days * 86400,
-    },
-    "decay-cycle": {"task": TaskName.DECAY_CYCLE, "schedule": settings.decay_interval_minutes * 60},
+    "sweep-stalled-jobs": {"task": SweepJobs.task, "schedule": settings.sweep_interval_seconds},
+    "merge-fresh-vectors": {"task": MergeFresh.task, "schedule": 60.0},
+    "prune-embed-logs": {"task": PruneEmbedLogs.task, "schedule": 86400.0},
+    "prune-waypoints": {"task": PruneWaypoints.task, "schedule": settings.waypoints.prune_interval_days * 86400},
+    "decay-cycle": {"task": RunDecayCycle.task, "schedule": settings.decay.interval_minutes * 60},
 }
 app.conf.include = ["workers.tasks"]
 

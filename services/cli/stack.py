@@ -19,7 +19,7 @@ from shared.config import Settings
 from shared.db import Database, create_db_engine
 from shared.embedding.factory import create_embedder, create_sector_embedders
 from shared.errors import MnemoflowError
-from shared.storage.models import ensure_store_model_for
+from shared.storage.sector_models import ensure_store_model_for
 
 STATE_FILE = "stack.json"
 DEFAULT_EMBEDDED_REDIS_PORT = 6390

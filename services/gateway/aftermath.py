@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.gateway import metrics
-from shared import retrieval_stats
-from shared.activity import queries_finished
-from shared.tasks import TaskName
+from shared.embedding.calls import EmbedCall
+from shared.jobs import ReinforceBatch, ReinforceHits
+from shared.lifecycle.activity import queries_finished
+from shared.retrieval import stats as retrieval_stats
+from shared.storage import embed_logs as embed_log_store
 
 log = logging.getLogger("mnemoflow.gateway")
 
@@ -30,8 +32,8 @@ class QueryRecord:
     active: str | None  # the active-query token (None: Redis could not count it)
     user_id: str
     result: str  # the retrieval-stats outcome
-    calls: Sequence[Any] = ()  # EmbedCall: the model calls the query made
-    reinforcement: dict[str, Any] | None = None  # the reinforce_hits event, when there is one
+    calls: Sequence[EmbedCall] = ()  # the model calls the query made
+    reinforcement: ReinforceHits | None = None  # its after-effects, when there are any
 
 
 @dataclass
@@ -40,8 +42,8 @@ class Batch:
 
     tokens: list[str | None] = field(default_factory=list)
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    calls: list[Any] = field(default_factory=list)
+    events: list[ReinforceHits] = field(default_factory=list)
+    calls: list[EmbedCall] = field(default_factory=list)
 
     @classmethod
     def of(cls, records: Sequence[QueryRecord]) -> Batch:
@@ -109,10 +111,11 @@ def write_batch(state: Any, batch: Batch) -> None:
     queries_finished(state.redis, batch.tokens)
     retrieval_stats.record_many(state.redis, batch.outcomes)
     if batch.events:
-        state.send(TaskName.REINFORCE_BATCH, kwargs={"events": batch.events})
+        state.enqueue(ReinforceBatch(events=batch.events))
     if batch.calls:
         try:
             with state.db.session() as session:
-                state.engine.log_query_calls(session, batch.calls)
+                # a query's log line is not worth a disk wait: the commit skips the WAL flush
+                embed_log_store.log_embeddings(session, batch.calls, purpose="query", synchronous=False)
         except Exception as exc:
             log.warning("could not log %d query embedding calls: %s", len(batch.calls), exc)

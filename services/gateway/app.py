@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import gc
 import logging
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import redis
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 from prometheus_client import REGISTRY
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway import metrics
 from services.gateway.aftermath import QueryAftermath, write_batch
-from services.gateway.errors import error_body, install_error_handlers
-from services.gateway.routers import documents, ingest, maintenance, memory, system
+from services.gateway.errors import install_error_handlers
+from services.gateway.middleware import BodySizeLimit, RequestMetrics
+from services.gateway.routers import documents, ingest, maintenance, memory, query, system
 from services.gateway.state import GatewayState
 from shared import __version__
 from shared.config import Settings, get_settings
@@ -25,101 +23,14 @@ from shared.db import Database, create_db_engine
 from shared.embedding import EmbeddingProvider
 from shared.embedding.cache import CachedEmbedder
 from shared.embedding.factory import create_embedder, create_sector_embedders
-from shared.hot_rows import HotRowCache
 from shared.logs import configure_logging
-from shared.memory_service import MemoryEngine
+from shared.memory.engine import MemoryEngine
 from shared.queueing import make_celery
-from shared.storage.models import ensure_store_model_for
+from shared.retrieval.hot_rows import HotRowCache
+from shared.retrieval.service import Retriever
+from shared.storage.sector_models import ensure_store_model_for
 
 log = logging.getLogger("mnemoflow.gateway")
-
-
-class RequestMetrics:
-    """Requests and latency per route template (pure ASGI: no per-request task and stream plumbing).
-
-    Latency runs to the last byte of the response, before any background work of the request."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = "500"  # unless the app sends another: an exception escaping it becomes a 500 outside
-        done = False
-
-        def record() -> None:
-            path = getattr(scope.get("route"), "path", "unmatched")
-            metrics.REQUESTS.labels(scope["method"], path, status).inc()
-            metrics.LATENCY.labels(scope["method"], path).observe(time.perf_counter() - started)
-
-        async def observed_send(message: Message) -> None:
-            nonlocal status, done
-            if message["type"] == "http.response.start":
-                status = str(message["status"])
-            await send(message)
-            if message["type"] == "http.response.body" and not message.get("more_body", False) and not done:
-                done = True
-                record()
-
-        try:
-            await self.app(scope, receive, observed_send)
-        except _TooLarge:  # the body outgrew its limit while read: BodySizeLimit answers 413
-            status = "413"
-            raise
-        finally:
-            if not done:
-                record()
-
-
-class BodySizeLimit:
-    """Refuse request bodies over the limit with 413, whether or not Content-Length is sent."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int, path_limits: dict[str, int] | None = None) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.path_limits = path_limits or {}  # routes with a limit of their own (uploads)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.path_limits.get(scope.get("path", ""), self.max_bytes)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await self._reject(scope, receive, send, limit)
-            return
-        seen = 0
-
-        async def limited_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, limited_receive, send)
-        except _TooLarge:
-            await self._reject(scope, receive, send, limit)
-
-    async def _reject(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        response = JSONResponse(
-            error_body(
-                "payload_too_large",
-                f"request body exceeds {limit:,} bytes; split it into smaller requests",
-            ),
-            status_code=413,
-        )
-        await response(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -149,11 +60,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.mnemoflow = GatewayState(
             settings=settings,
             db=db,
-            engine=MemoryEngine(
+            engine=MemoryEngine(settings, embedder, sector_embedders=sector_embedders),
+            retriever=Retriever(
                 settings,
-                embedder,
-                sector_embedders=sector_embedders,
-                sector_query_embedders={sector: cached[id(p)] for sector, p in sector_embedders.items()},
+                {sector: cached[id(p)] for sector, p in sector_embedders.items()},
                 row_cache=row_cache,
             ),
             redis=redis_client,
@@ -188,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(ingest.router)
+    app.include_router(query.router)
     app.include_router(memory.router)
     app.include_router(documents.router)
     app.include_router(maintenance.router)

@@ -1,4 +1,4 @@
-"""Request dependencies as Annotated aliases: state, session, tenant."""
+"""Request dependencies as Annotated aliases: state, unit of work, caller."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy.orm import Session
 
-from services.gateway.state import GatewayState
+from services.gateway.state import GatewayState, UnitOfWork
 from shared.errors import Forbidden, Unauthorized
 
 # The dependencies that neither block nor wait are `async def`: FastAPI runs a plain `def` dependency on a
@@ -23,12 +22,14 @@ async def get_state(request: Request) -> GatewayState:
 StateDep = Annotated[GatewayState, Depends(get_state)]
 
 
-def get_session(state: StateDep) -> Iterator[Session]:
-    with state.db.session() as session:
-        yield session
+def get_work(state: StateDep) -> Iterator[UnitOfWork]:
+    """The request's unit of work: it commits when the route returns, before the response is sent (the
+    dependency's function scope), and its messages go out after the commit."""
+    with state.unit_of_work() as work:
+        yield work
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+WorkDep = Annotated[UnitOfWork, Depends(get_work, scope="function")]
 
 
 class Principal:

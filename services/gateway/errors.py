@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.embedding.calls import EmbeddingFailed
 from shared.errors import MnemoflowError
-from shared.storage import jobs as job_store
+from shared.storage import embed_logs as embed_log_store
 
 log = logging.getLogger("mnemoflow.gateway")
 
@@ -47,7 +47,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
         def record() -> None:
             with state.db.session() as session:
-                job_store.log_embedding(session, exc.call, purpose=purpose)
+                embed_log_store.log_embedding(session, exc.call, purpose=purpose)
 
         try:
             await run_in_threadpool(record)

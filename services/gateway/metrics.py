@@ -9,7 +9,7 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from shared.db import Database
-from shared.hot_rows import HotRowCache
+from shared.retrieval.hot_rows import HotRowCache
 from shared.storage import documents as document_store
 
 log = logging.getLogger("mnemoflow.gateway")

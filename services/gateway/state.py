@@ -1,36 +1,72 @@
-"""What the gateway process holds for its lifetime: engine, embedder, Redis, the Celery producer."""
+"""What the gateway process holds for its lifetime, and its one way to write: a unit of work that sends its
+messages after it commits."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import redis
 from celery import Celery
+from sqlalchemy.orm import Session
 
 from services.gateway import metrics
 from services.gateway.aftermath import QueryAftermath
 from shared.config import Settings
 from shared.db import Database
-from shared.memory_service import MemoryEngine
+from shared.jobs import Message
+from shared.memory.engine import MemoryEngine
+from shared.queueing import send
+from shared.retrieval.service import Retriever
 
 log = logging.getLogger("mnemoflow.gateway")
+
+
+@dataclass
+class UnitOfWork:
+    """A request's transaction and the messages to send once it has committed (polar's enqueue-after-commit)."""
+
+    session: Session
+    messages: list[Message] = field(default_factory=list)
+
+    def enqueue(self, *messages: Message) -> None:
+        """Send these when the transaction commits; a rollback drops them."""
+        self.messages.extend(messages)
 
 
 @dataclass
 class GatewayState:
     settings: Settings
     db: Database
-    engine: MemoryEngine
+    engine: MemoryEngine  # the write path
+    retriever: Retriever  # the read path
     redis: redis.Redis
     celery: Celery
     aftermath: QueryAftermath  # a query's bookkeeping after its response
 
-    def send(self, name: str, *, kwargs: dict[str, Any], queue: str | None = None) -> None:
-        """Send a task by name; a broker outage is logged, never fatal (jobs are re-sent by the sweeper)."""
-        try:
-            self.celery.send_task(name, kwargs=kwargs, queue=queue)
-        except Exception as exc:
-            metrics.ENQUEUE_FAILURES.inc()
-            log.warning("could not enqueue %s (%s); it will be retried by the sweeper if it is job work", name, exc)
+    @contextlib.contextmanager
+    def unit_of_work(self) -> Iterator[UnitOfWork]:
+        """One transaction: committed when the block ends, then its messages are sent; an error rolls back and
+        sends nothing."""
+        with self.db.session() as session:
+            work = UnitOfWork(session)
+            yield work
+        self.enqueue(*work.messages)
+
+    def enqueue(self, *messages: Message) -> int:
+        """Send messages whose work is committed; how many went. A broker outage is logged and counted, never
+        fatal: the job's rows are the record, and the sweeper re-sends work whose message was lost."""
+        sent = 0
+        for message in messages:
+            try:
+                send(self.celery, message)
+            except Exception as exc:
+                metrics.ENQUEUE_FAILURES.inc()
+                log.warning(
+                    "could not enqueue %s (%s); the sweeper will re-send it if it is job work", message.task, exc
+                )
+            else:
+                sent += 1
+        return sent

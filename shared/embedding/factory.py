@@ -5,14 +5,15 @@ from __future__ import annotations
 from shared.config import PROVIDERS, Settings
 from shared.embedding.base import EmbeddingProvider
 from shared.embedding.synthetic import SyntheticEmbedder
-from shared.sectors import SECTORS
+from shared.memory.sectors import SECTORS
 
 SYNTHETIC_DEFAULT_DIM = 384
 
 
 def create_embedder(settings: Settings) -> EmbeddingProvider:
     """The configured provider (MNEMOFLOW_EMBEDDING_PROVIDER)."""
-    return embedder_for(settings, settings.embedding_provider, dim=settings.vector_dim)
+    params = settings.embedding
+    return embedder_for(settings, params.provider, dim=params.vector_dim)
 
 
 def create_sector_embedders(
@@ -23,15 +24,14 @@ def create_sector_embedders(
     One instance per provider, shared by its sectors. MNEMOFLOW_VECTOR_DIM applies to HTTP providers only
     when another provider is the default (models that know their dimension use it).
     """
+    params = settings.embedding
     default = default or create_embedder(settings)
-    built: dict[str, EmbeddingProvider] = {settings.embedding_provider: default}
+    built: dict[str, EmbeddingProvider] = {params.provider: default}
     out = {}
     for sector in SECTORS:
-        name = settings.provider_for(sector)
+        name = params.provider_for(sector)
         if name not in built:
-            built[name] = embedder_for(
-                settings, name, dim=settings.vector_dim if name in ("openai", "ollama") else None
-            )
+            built[name] = embedder_for(settings, name, dim=params.vector_dim if name in ("openai", "ollama") else None)
         out[sector] = built[name]
     return out
 
@@ -41,6 +41,7 @@ def embedder_for(settings: Settings, provider: str, *, dim: int | None) -> Embed
 
     Models that know their dimension (local, static) refuse a `dim` that differs from it.
     """
+    p = settings.embedding
     if provider == "synthetic":
         return SyntheticEmbedder(dim=dim or SYNTHETIC_DEFAULT_DIM)
     if provider == "local":
@@ -48,17 +49,17 @@ def embedder_for(settings: Settings, provider: str, *, dim: int | None) -> Embed
 
         return _checked(
             LocalOnnxEmbedder(
-                window_tokens=settings.local_window_tokens,
-                overlap_tokens=settings.local_overlap_tokens,
-                batch_size=settings.local_batch_size,
-                threads=settings.local_threads,
+                window_tokens=p.local_window_tokens,
+                overlap_tokens=p.local_overlap_tokens,
+                batch_size=p.local_batch_size,
+                threads=p.local_threads,
             ),
             dim,
         )
     if provider == "static":
         from shared.embedding.static import StaticEmbedder
 
-        return _checked(StaticEmbedder(settings.resolved_static_model_path), dim)
+        return _checked(StaticEmbedder(p.static_model_path or settings.resolved_static_model_path), dim)
     if provider in ("openai", "ollama"):
         from shared.embedding.http import HttpEmbedder
 
@@ -68,18 +69,17 @@ def embedder_for(settings: Settings, provider: str, *, dim: int | None) -> Embed
                 "(e.g. 1536 for text-embedding-3-small, 768 for nomic-embed-text)"
             )
         openai = provider == "openai"
-        key = settings.openai_api_key.get_secret_value() if openai and settings.openai_api_key else None
         return HttpEmbedder(
             api="openai" if openai else "ollama",
-            base_url=settings.openai_base_url if openai else settings.ollama_url,
-            model=settings.openai_model if openai else settings.ollama_model,
+            base_url=p.openai_base_url if openai else p.ollama_url,
+            model=p.openai_model if openai else p.ollama_model,
             dim=dim,
-            api_key=key,
-            batch_size=settings.http_embed_batch_size,
-            timeout_seconds=settings.http_embed_timeout_seconds,
-            max_attempts=settings.http_embed_max_attempts,
-            window_tokens=settings.http_window_tokens,
-            overlap_tokens=settings.http_overlap_tokens,
+            api_key=p.openai_api_key if openai else None,
+            batch_size=p.http_batch_size,
+            timeout_seconds=p.http_timeout_seconds,
+            max_attempts=p.http_max_attempts,
+            window_tokens=p.http_window_tokens,
+            overlap_tokens=p.http_overlap_tokens,
         )
     raise ValueError(f"unknown embedding provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
 

@@ -14,10 +14,11 @@ from typing import Any
 
 from shared.errors import InvalidInput
 from shared.ingest.elements import Element
+from shared.ingest.params import IngestParams
 from shared.text import estimate_tokens, split_by_estimate, tail_by_estimate
 
-DEFAULT_CHUNK_SIZE = 2048
-DEFAULT_CHUNK_OVERLAP = 256
+DEFAULT_CHUNK_SIZE = IngestParams.chunk_size
+DEFAULT_CHUNK_OVERLAP = IngestParams.chunk_overlap
 SEPARATOR = "\n\n"
 # Upper bound of what one SEPARATOR adds to the estimate when joined between two texts.
 _SEPARATOR_TOKENS = 1

@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from shared.errors import ExtractionFailed, InvalidInput, MnemoflowError
+from shared.ingest.params import MIB, IngestParams
 
 T = TypeVar("T")
 
@@ -44,9 +45,10 @@ class Limits:
             raise InvalidInput(f"parser limits must be positive, got {self}")
 
 
-DOCUMENT_LIMITS = Limits()
+_DEFAULTS = IngestParams()
+DOCUMENT_LIMITS = Limits(_DEFAULTS.parse_timeout_seconds, _DEFAULTS.parse_memory_mb * MIB)
 # Transcription runs at roughly 10x real time on two cores with tiny.en: half an hour covers ~5 h of audio.
-MEDIA_LIMITS = Limits(timeout_s=1800.0, memory_bytes=4 * GIB)
+MEDIA_LIMITS = Limits(_DEFAULTS.media_timeout_seconds, _DEFAULTS.media_memory_mb * MIB)
 
 
 def run_limited(label: str, limits: Limits, func: Callable[..., T], *args: Any) -> T:

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from shared.storage.memories import SectorVector, swap_vectors
-from shared.storage.models import StoreModel
+from shared.storage.rows import SectorVector
+from shared.storage.sector_models import StoreModel
+from shared.storage.vectors import swap_vectors
 
 
 @dataclass(frozen=True)

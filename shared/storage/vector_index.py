@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.sectors import SECTORS
+from shared.memory.sectors import SECTORS
 
 
 def vector_index_name(sector: str, dim: int) -> str:

@@ -6,8 +6,8 @@ import pytest
 from kombu import Queue
 
 from shared.config import Settings
+from shared.jobs import ALL_QUEUES, TaskName, embed_queue
 from shared.queueing import celery_config, route_task
-from shared.tasks import ALL_QUEUES, TaskName, embed_queue
 
 
 def test_queues_are_declared_explicitly_with_safe_delivery_settings():

@@ -8,7 +8,7 @@ Create Date: 2026-11-22
 from alembic import op
 
 from shared.config import get_settings
-from shared.sectors import SECTORS
+from shared.memory.sectors import SECTORS
 from shared.storage.vector_index import create_vector_index_sql
 
 revision = "0001"

@@ -7,7 +7,7 @@ Create Date: 2026-11-23
 
 from alembic import op
 
-from shared.sectors import SECTORS
+from shared.memory.sectors import SECTORS
 
 revision = "0004"
 down_revision = "0003"

@@ -20,7 +20,7 @@ Create Date: 2026-11-23
 from alembic import op
 
 from shared.config import get_settings
-from shared.sectors import SECTORS
+from shared.memory.sectors import SECTORS
 
 revision = "0005"
 down_revision = "0004"

@@ -7,10 +7,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from services.gateway.deps import PrincipalDep, StateDep
+from services.gateway.deps import PrincipalDep, WorkDep
 from services.gateway.routers.system import job_public
+from shared.api.ingest import DocumentDetail, DocumentMemory, DocumentPage, DocumentPublic
 from shared.errors import NotFound
-from shared.ingest_schemas import DocumentDetail, DocumentMemory, DocumentPage, DocumentPublic
 from shared.storage import documents as document_store
 
 router = APIRouter(prefix="/documents", tags=["documents"])
@@ -19,7 +19,7 @@ DocumentStatus = Literal["queued", "extracting", "embedding", "done", "failed", 
 
 @router.get("", response_model=DocumentPage)
 def list_documents(
-    state: StateDep,
+    work: WorkDep,
     principal: PrincipalDep,
     user_id: str | None = None,
     status: DocumentStatus | None = None,
@@ -28,15 +28,14 @@ def list_documents(
 ) -> DocumentPage:
     """The tenant's documents, newest first, optionally of one status."""
     tenant = principal.tenant(user_id)
-    with state.db.session() as session:
-        rows, total = document_store.list_documents(session, tenant, offset=offset, limit=limit, status=status)
+    rows, total = document_store.list_documents(work.session, tenant, offset=offset, limit=limit, status=status)
     return DocumentPage(items=[DocumentPublic.of(r) for r in rows], total=total, offset=offset, limit=limit)
 
 
 @router.get("/{document_id}", response_model=DocumentDetail)
 def get_document(
     document_id: uuid.UUID,
-    state: StateDep,
+    work: WorkDep,
     principal: PrincipalDep,
     user_id: str | None = None,
     offset: Annotated[int, Query(ge=0, description="first memory (in reading order) to list")] = 0,
@@ -44,12 +43,11 @@ def get_document(
 ) -> DocumentDetail:
     """One document: status, source, format, chunk count, error, metadata, its job and its memories in order."""
     tenant = principal.tenant(user_id)
-    with state.db.session() as session:
-        row = document_store.get_document(session, document_id, tenant)
-        if row is None:
-            raise NotFound(f"document {document_id} not found for user_id {tenant!r}")
-        memories, total = document_store.document_memories(session, tenant, document_id, offset=offset, limit=limit)
-        job = job_public(session, row["job_id"], tenant) if row["job_id"] else None
+    row = document_store.get_document(work.session, document_id, tenant)
+    if row is None:
+        raise NotFound(f"document {document_id} not found for user_id {tenant!r}")
+    memories, total = document_store.document_memories(work.session, tenant, document_id, offset=offset, limit=limit)
+    job = job_public(work.session, row["job_id"], tenant) if row["job_id"] else None
     return DocumentDetail(
         **DocumentPublic.of(row).model_dump(),
         memories=[DocumentMemory(**m) for m in memories],

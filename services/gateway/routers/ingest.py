@@ -12,7 +12,6 @@ import base64
 import binascii
 import hashlib
 import io
-import logging
 import os
 import tempfile
 import time
@@ -27,16 +26,14 @@ from starlette.datastructures import UploadFile
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep
 from services.gateway.routers.system import job_public
-from services.gateway.state import GatewayState
-from shared import ingest_intake as intake
+from services.gateway.state import GatewayState, UnitOfWork
+from shared.api.ingest import IngestAccepted, IngestOptions, IngestRequest, IngestUrlRequest, form_params
+from shared.api.jobs import JobPublic
 from shared.errors import InvalidInput, MnemoflowError, PayloadTooLarge
-from shared.ingest import sniff
-from shared.ingest_schemas import IngestAccepted, IngestOptions, IngestRequest, IngestUrlRequest, form_params
-from shared.schemas import JobPublic
+from shared.ingest import intake, sniff
+from shared.jobs import IngestDocument, JobKind
 from shared.storage.documents import UPLOAD_PART_BYTES
-from shared.tasks import TaskName
 
-log = logging.getLogger("mnemoflow.gateway")
 router = APIRouter(prefix="/memory", tags=["ingest"])
 FINISHED = ("succeeded", "failed")
 DOCUMENT_ENDED = ("done", "failed", "duplicate")
@@ -79,23 +76,26 @@ def ingest(
     _check_options(state, body)
     try:
         intake.declared_format(body.content_type)  # an unknown format name is refused before decoding
-        data = _decode(body, state.settings.ingest_max_bytes)
+        data = _decode(body, state.settings.ingest.max_bytes)
         fmt = sniff(data)
         intake.check_format(fmt, body.content_type)
     except MnemoflowError:
         metrics.DOCUMENTS_ACCEPTED.labels(format="unknown", outcome="refused").inc()
         raise
-    with state.db.session() as session:
-        accepted = intake.accept_upload(
-            session,
-            user_id=user_id,
-            source=io.BytesIO(data),
-            digest=hashlib.sha256(data).hexdigest(),
-            size=len(data),
-            fmt=fmt,
-            filename=body.filename,
-            declared_type=body.content_type,
-            params=body.job_params(),
+    with state.unit_of_work() as work:
+        accepted = _queued(
+            work,
+            intake.accept_upload(
+                work.session,
+                user_id=user_id,
+                source=io.BytesIO(data),
+                digest=hashlib.sha256(data).hexdigest(),
+                size=len(data),
+                fmt=fmt,
+                filename=body.filename,
+                declared_type=body.content_type,
+                params=body.job_params(),
+            ),
         )
     return _answer(state, accepted, user_id, response, wait)
 
@@ -109,12 +109,12 @@ def ingest_url(
     _check_options(state, body)
     try:
         url = intake.normalize_url(body.url)
-        intake.check_fetchable(url, state.settings)
+        intake.check_fetchable(url, state.settings.ingest)
     except MnemoflowError:
         metrics.DOCUMENTS_ACCEPTED.labels(format="url", outcome="refused").inc()
         raise
-    with state.db.session() as session:
-        accepted = intake.accept_url(session, user_id=user_id, url=url, params=body.job_params())
+    with state.unit_of_work() as work:
+        accepted = _queued(work, intake.accept_url(work.session, user_id=user_id, url=url, params=body.job_params()))
     return _answer(state, accepted, user_id, response, wait)
 
 
@@ -149,9 +149,9 @@ async def ingest_file(
 
 def _check_options(state: GatewayState, options: IngestOptions) -> None:
     """Tags and metadata within limits; chunking that works with the server's defaults."""
-    state.engine.validate_labels(options.tags, options.metadata, "metadata")
+    state.settings.limits.check_labels(options.tags, options.metadata, "metadata")
     try:
-        options.config.sizes(state.settings.ingest_chunk_size, state.settings.ingest_chunk_overlap)
+        options.config.sizes(state.settings.ingest.chunk_size, state.settings.ingest.chunk_overlap)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from exc
 
@@ -164,7 +164,7 @@ def _accept_file(
     declared: str | None,
     params: dict[str, Any],
 ) -> intake.Accepted:
-    limit = state.settings.ingest_max_bytes
+    limit = state.settings.ingest.max_bytes
     with tempfile.NamedTemporaryFile(prefix="mnemoflow-upload-") as spool:
         digest, size = hashlib.sha256(), 0
         while block := source.read(UPLOAD_PART_BYTES):
@@ -183,17 +183,20 @@ def _accept_file(
             metrics.DOCUMENTS_ACCEPTED.labels(format="unknown", outcome="refused").inc()
             raise
         spool.seek(0)
-        with state.db.session() as session:
-            return intake.accept_upload(
-                session,
-                user_id=user_id,
-                source=spool,
-                digest=digest.hexdigest(),
-                size=size,
-                fmt=fmt,
-                filename=filename,
-                declared_type=declared,
-                params=params,
+        with state.unit_of_work() as work:
+            return _queued(
+                work,
+                intake.accept_upload(
+                    work.session,
+                    user_id=user_id,
+                    source=spool,
+                    digest=digest.hexdigest(),
+                    size=size,
+                    fmt=fmt,
+                    filename=filename,
+                    declared_type=declared,
+                    params=params,
+                ),
             )
 
 
@@ -223,17 +226,18 @@ def _too_large(size: int, limit: int, *, more: bool = False) -> PayloadTooLarge:
     )
 
 
+def _queued(work: UnitOfWork, accepted: intake.Accepted) -> intake.Accepted:
+    """Send the document's job once the acceptance commits (unless the document was already known)."""
+    if accepted.status != "existing" and accepted.job_id is not None:
+        work.enqueue(IngestDocument(job_id=accepted.job_id))
+        metrics.JOBS_ENQUEUED.labels(kind=JobKind.INGEST).inc()
+    return accepted
+
+
 def _answer(
     state: GatewayState, accepted: intake.Accepted, user_id: str, response: Response, wait: bool
 ) -> IngestAccepted:
-    """Queue the document's job (after the commit), wait for it if asked, and describe where to follow it."""
-    if accepted.status != "existing" and accepted.job_id is not None:
-        metrics.JOBS_ENQUEUED.labels(kind="ingest").inc()
-        try:
-            state.celery.send_task(TaskName.INGEST_DOCUMENT, kwargs={"job_id": str(accepted.job_id)})
-        except Exception as exc:  # the sweeper re-sends a job queued for too long
-            metrics.ENQUEUE_FAILURES.inc()
-            log.warning("could not enqueue ingest job %s (%s); the sweeper will", accepted.job_id, exc)
+    """Wait for the document's job if asked, and describe where to follow it."""
     metrics.DOCUMENTS_ACCEPTED.labels(format=accepted.fmt or "url", outcome=accepted.status).inc()
     job = None
     if wait and accepted.job_id is not None:
@@ -256,9 +260,9 @@ def _answer(
 
 def _wait(state: GatewayState, job_id: uuid.UUID, user_id: str) -> JobPublic | None:
     """The job once it ends, or as it is when MNEMOFLOW_INGEST_WAIT_MAX_SECONDS have passed."""
-    deadline = time.monotonic() + state.settings.ingest_wait_max_seconds
+    deadline = time.monotonic() + state.settings.ingest.wait_max_seconds
     while True:
-        with state.db.session() as session:
+        with state.db.reading() as session:
             job = job_public(session, job_id, user_id)
         if job is None or job.status in FINISHED or time.monotonic() >= deadline:
             return job

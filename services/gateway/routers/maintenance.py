@@ -11,20 +11,20 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Response, status
 
 from services.gateway import metrics
-from services.gateway.deps import PrincipalDep, StateDep
-from shared import reembed
-from shared.embedding import EmbeddingProvider
+from services.gateway.deps import PrincipalDep, StateDep, WorkDep
+from shared.api.jobs import DecayRequest, ReembedRequest
+from shared.embedding import EmbeddingProvider, reembed
 from shared.embedding.calls import embed_timed
 from shared.embedding.factory import embedder_for
 from shared.embedding.local import ModelUnavailable
 from shared.errors import InvalidInput, NotFound, ServiceUnavailable
-from shared.lifecycle import format_line
-from shared.schemas import DecayRequest, ReembedRequest
-from shared.sectors import SECTORS
-from shared.storage import decay as decay_store
-from shared.storage import jobs as job_store
-from shared.storage.models import StoreModel, current_models
-from shared.tasks import TaskName
+from shared.jobs import JobKind, PlanReembed, RunDecayCycle
+from shared.lifecycle.decay_cycle import format_line
+from shared.memory.sectors import SECTORS
+from shared.storage import decay_runs
+from shared.storage import embed_logs as embed_log_store
+from shared.storage import memories as memory_store
+from shared.storage.sector_models import StoreModel, current_models
 
 log = logging.getLogger("mnemoflow.gateway")
 router = APIRouter(prefix="/maintenance", tags=["maintenance"])
@@ -47,7 +47,9 @@ def _target_embedder(state: Any, body: ReembedRequest) -> EmbeddingProvider:
 
 
 @router.post("/reembed", status_code=status.HTTP_202_ACCEPTED)
-def start_reembed(body: ReembedRequest, state: StateDep, principal: PrincipalDep, response: Response) -> dict[str, Any]:
+def start_reembed(
+    body: ReembedRequest, state: StateDep, work: WorkDep, principal: PrincipalDep, response: Response
+) -> dict[str, Any]:
     """Re-embed every memory with another provider on the sector queues; the store switches when all are done.
 
     Workers build the target provider from their own settings (API keys, URLs, model paths). Follow the
@@ -57,11 +59,10 @@ def start_reembed(body: ReembedRequest, state: StateDep, principal: PrincipalDep
     embedder = _target_embedder(state, body)
     target = StoreModel(embedder.name, embedder.model, embedder.dim)
     targets = dict.fromkeys(body.sectors or SECTORS, target)
-    with state.db.session() as session:
-        previous = current_models(session)
-        job_id = reembed.start_job(session, targets, chunk_size=state.settings.reembed_chunk_size)
-    state.celery.send_task(TaskName.REEMBED_PLAN, kwargs={"job_id": str(job_id)})
-    metrics.JOBS_ENQUEUED.labels(kind=reembed.JOB_KIND).inc()
+    previous = current_models(work.session)
+    job_id = reembed.start_job(work.session, targets, chunk_size=state.settings.reembed_chunk_size)
+    work.enqueue(PlanReembed(job_id=job_id))  # after the commit; if the broker is down, the sweeper sends it
+    metrics.JOBS_ENQUEUED.labels(kind=JobKind.REEMBED).inc()
     log.info("re-embed job %s: sectors %s -> %s", job_id, ", ".join(targets), target)
     response.headers["Location"] = f"/jobs/{job_id}"
     return {
@@ -77,16 +78,15 @@ def start_reembed(body: ReembedRequest, state: StateDep, principal: PrincipalDep
 
 @router.get("/embed-logs")
 def embed_logs(
-    state: StateDep,
+    work: WorkDep,
     principal: PrincipalDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     status_: Annotated[Literal["completed", "failed"] | None, Query(alias="status")] = None,
 ) -> dict[str, Any]:
     """The embedder's recent calls (newest first) and per-purpose totals of the last 24 hours."""
     principal.require_admin()
-    with state.db.session() as session:
-        items = job_store.recent_embed_logs(session, limit=limit, status=status_)
-        totals = job_store.embed_log_totals(session, hours=24)
+    items = embed_log_store.recent_embed_logs(work.session, limit=limit, status=status_)
+    totals = embed_log_store.embed_log_totals(work.session, hours=24)
     return {"items": items, "last_24h": totals}
 
 
@@ -113,16 +113,17 @@ def run_decay(
     another cycle (that one wins; this one is recorded as skipped). Follow it at GET /maintenance/decay/{id}.
     """
     principal.require_admin()
-    ratio = body.ratio if body and body.ratio is not None else state.settings.decay_ratio
-    with state.db.session() as session:
-        run_id = decay_store.create_run(session, trigger="operator", ratio=ratio)
-    state.celery.send_task(TaskName.DECAY_CYCLE, kwargs={"run_id": str(run_id), "ratio": ratio, "trigger": "operator"})
+    ratio = body.ratio if body and body.ratio is not None else state.settings.decay.ratio
+    with state.unit_of_work() as work:
+        run_id = decay_runs.create_run(work.session, trigger="operator", ratio=ratio)
+        # sent after the commit; if the broker is down, the run stays queued and the sweeper sends it
+        work.enqueue(RunDecayCycle(run_id=run_id, ratio=ratio, trigger="operator"))
     metrics.JOBS_ENQUEUED.labels(kind="decay").inc()
     response.headers["Location"] = f"/maintenance/decay/{run_id}"
     deadline = time.monotonic() + timeout
     while True:
-        with state.db.session() as session:
-            run = decay_store.get_run(session, run_id)
+        with state.db.reading() as session:
+            run = decay_runs.get_run(session, run_id)
         assert run is not None
         if not wait or run["status"] in ("succeeded", "skipped", "failed") or time.monotonic() > deadline:
             break
@@ -133,11 +134,10 @@ def run_decay(
 
 
 @router.get("/decay/{run_id}")
-def decay_run(run_id: uuid.UUID, state: StateDep, principal: PrincipalDep) -> dict[str, Any]:
+def decay_run(run_id: uuid.UUID, work: WorkDep, principal: PrincipalDep) -> dict[str, Any]:
     """One decay cycle: status, counts so far (processed, changed, tiers, compressed, fingerprinted), timing."""
     principal.require_admin()
-    with state.db.session() as session:
-        run = decay_store.get_run(session, run_id)
+    run = decay_runs.get_run(work.session, run_id)
     if run is None:
         raise NotFound(f"decay run {run_id} not found")
     return _run_public(run)
@@ -146,14 +146,15 @@ def decay_run(run_id: uuid.UUID, state: StateDep, principal: PrincipalDep) -> di
 @router.get("/stats")
 def lifecycle_stats(
     state: StateDep,
+    work: WorkDep,
     principal: PrincipalDep,
     runs: Annotated[int, Query(ge=0, le=100, description="how many recent decay runs to include")] = 10,
 ) -> dict[str, Any]:
     """Tier distribution, compression states, and the recent decay runs, store-wide."""
     principal.require_admin()
-    with state.db.session() as session:
-        stats = decay_store.lifecycle_stats(session, None)
-        recent = decay_store.recent_runs(session, runs)
+    decay, compression, reinforcement = state.settings.decay, state.settings.compression, state.settings.reinforcement
+    stats = memory_store.lifecycle_stats(work.session, None)
+    recent = decay_runs.recent_runs(work.session, runs)
     return {
         "tiers": {tier: stats[tier] for tier in ("hot", "warm", "cold")},
         "compression": {state_: stats[state_] for state_ in ("full", "compressed", "fingerprinted")},
@@ -162,12 +163,12 @@ def lifecycle_stats(
         "avg_salience": stats["avg_salience"],
         "recent_runs": [_run_public(r) for r in recent],
         "settings": {
-            "decay_interval_minutes": state.settings.decay_interval_minutes,
-            "decay_ratio": state.settings.decay_ratio,
-            "cold_threshold": state.settings.decay_cold_threshold,
-            "min_vector_dim": state.settings.min_vector_dim,
-            "max_vector_dim": state.settings.max_vector_dim,
-            "regeneration_enabled": state.settings.regeneration_enabled,
-            "reinforce_on_query": state.settings.decay_reinforce_on_query,
+            "decay_interval_minutes": decay.interval_minutes,
+            "decay_ratio": decay.ratio,
+            "cold_threshold": compression.cold_threshold,
+            "min_vector_dim": compression.min_dim,
+            "max_vector_dim": compression.max_dim,
+            "regeneration_enabled": reinforcement.regenerate,
+            "reinforce_on_query": reinforcement.on_query,
         },
     }

@@ -11,15 +11,17 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy.orm import Session
 
-from services.gateway.deps import PrincipalDep, StateDep
-from shared import __version__, reembed, retrieval_stats
-from shared import sectors as sector_rules
+from services.gateway.deps import PrincipalDep, StateDep, WorkDep
+from shared import __version__
+from shared.api.jobs import JobPublic
 from shared.errors import NotFound
-from shared.schemas import JobPublic
-from shared.storage import decay as decay_store
+from shared.jobs import JobKind
+from shared.memory import sectors as sector_rules
+from shared.retrieval import stats as retrieval_stats
 from shared.storage import jobs as job_store
-from shared.storage import memories as store
-from shared.storage.models import StoreModel, current_models, of
+from shared.storage import memories as memory_store
+from shared.storage import vectors as vector_store
+from shared.storage.sector_models import StoreModel, current_models, of
 
 router = APIRouter(tags=["system"])
 
@@ -33,7 +35,7 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
     try:
         with state.db.session() as session:
             store_models = current_models(session)
-            reembedding = [str(job["id"]) for job in job_store.open_jobs(session, reembed.JOB_KIND)]
+            reembedding = [str(job["id"]) for job in job_store.open_jobs(session, JobKind.REEMBED)]
     except Exception:
         database_ok = False
     try:
@@ -72,15 +74,14 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
 
 
 @router.get("/sectors")
-def sectors(state: StateDep, principal: PrincipalDep, user_id: str | None = None) -> dict[str, Any]:
+def sectors(state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: str | None = None) -> dict[str, Any]:
     """The five sectors, their configuration, and for the tenant: per-sector count and mean salience, the
     fresh-tier backlog, injection and retrieval-blindness rates of its recent queries, and the memories by decay
     tier and compression state."""
     tenant = principal.tenant(user_id)
-    with state.db.session() as session:
-        stats = {row["sector"]: row for row in store.sector_stats(session, tenant)}
-        backlog = store.fresh_backlog(session, tenant)
-        lifecycle = decay_store.lifecycle_stats(session, tenant)
+    stats = {row["sector"]: row for row in memory_store.sector_stats(work.session, tenant)}
+    backlog = vector_store.fresh_backlog(work.session, tenant)
+    lifecycle = memory_store.lifecycle_stats(work.session, tenant)
     try:
         retrieval = retrieval_stats.summary(state.redis, tenant, days=state.settings.retrieval_stats_days)
     except redis.RedisError as exc:
@@ -112,12 +113,11 @@ def sectors(state: StateDep, principal: PrincipalDep, user_id: str | None = None
 
 
 @router.get("/jobs/{job_id}", response_model=JobPublic)
-def get_job(job_id: uuid.UUID, state: StateDep, principal: PrincipalDep, user_id: str | None = None) -> JobPublic:
+def get_job(job_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, user_id: str | None = None) -> JobPublic:
     """A job's status, progress (done/total) and error, as recorded in PostgreSQL."""
     tenant = principal.tenant(user_id)
-    with state.db.session() as session:
-        # an operator sees every job (store-wide ones belong to no tenant)
-        job = job_public(session, job_id, None if principal.is_admin and not user_id else tenant)
+    # an operator sees every job (store-wide ones belong to no tenant)
+    job = job_public(work.session, job_id, None if principal.is_admin and not user_id else tenant)
     if job is None:
         raise NotFound(f"job {job_id} not found for user_id {tenant!r}")
     return job

@@ -1,0 +1,77 @@
+"""The REST API's vocabulary and its shared validation: sectors, tenants, tags, metadata, times.
+
+Every module of `shared.api` imports nothing but pydantic and the standard library, so a client package can
+ship these schemas as they are (tests/unit/test_architecture.py keeps it so).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, field_validator
+
+# The five sectors (the architecture seed's), in this order everywhere.
+SECTORS: tuple[str, ...] = ("episodic", "semantic", "procedural", "emotional", "reflective")
+# The embedding providers a store's vectors can come from.
+Provider = Literal["synthetic", "local", "static", "openai", "ollama"]
+UserId = str
+
+
+def no_nul(value: str, what: str) -> str:
+    # PostgreSQL text and jsonb cannot hold U+0000: refuse it here rather than fail in the database.
+    if "\x00" in value:
+        raise ValueError(f"{what} contains a NUL character (U+0000), which cannot be stored")
+    return value
+
+
+def clean_tags(tags: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for tag in tags:
+        tag = no_nul(tag.strip(), "a tag")
+        if not tag:
+            raise ValueError("tags must not be empty strings")
+        seen.setdefault(tag, None)
+    return list(seen)
+
+
+def known_sectors(value: list[str] | None) -> list[str] | None:
+    for sector in value or []:
+        if sector not in SECTORS:
+            raise ValueError(f"unknown sector {sector!r}; expected one of {', '.join(SECTORS)}")
+    return value
+
+
+def contains_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(contains_nul(k) or contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(contains_nul(v) for v in value)
+    return False
+
+
+def clean_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    if contains_nul(value):
+        raise ValueError("metadata contains a NUL character (U+0000), which cannot be stored")
+    return value
+
+
+class TagsAndMetadata(BaseModel):
+    """Validation of `tags` and `metadata`, shared by the models that carry them."""
+
+    @field_validator("tags", check_fields=False)
+    @classmethod
+    def _tags(cls, value: list[str]) -> list[str]:
+        return clean_tags(value)
+
+    @field_validator("metadata", check_fields=False)
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return clean_metadata(value)
+
+
+def assume_utc(value: datetime | None) -> datetime | None:
+    """A time without a zone is UTC."""
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value

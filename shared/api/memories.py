@@ -1,0 +1,160 @@
+"""Memories over REST: add, batch, update, link, reinforce, and how a memory is returned (OpenMemory's field names)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shared.api.common import TagsAndMetadata, UserId, assume_utc, clean_metadata, clean_tags, no_nul
+
+
+class MemoryCreate(TagsAndMetadata):
+    """One memory to store: `POST /memory/add` and each item of `POST /memory/batch`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, description="The text to remember (kept verbatim).")
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    user_id: UserId | None = Field(default=None, min_length=1, max_length=256)
+    salience: float | None = Field(default=None, ge=0.0, le=1.0, description="Initial salience; default by sector.")
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    occurred_at: datetime | None = Field(
+        default=None,
+        description="when what it records happened (a conversation turn's time, an event's date), ISO 8601; "
+        "without a time zone it is UTC; default: when it is stored. A query naming a month or a year ranks "
+        "memories that occurred then higher",
+    )
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("content must contain non-whitespace text")
+        return no_nul(value, "content")
+
+    _aware = field_validator("occurred_at")(lambda cls, value: assume_utc(value))
+
+
+class MemoryAdd(MemoryCreate):
+    """`POST /memory/add`: one memory, optionally the next of a sequence the agent is writing."""
+
+    follows: uuid.UUID | None = Field(
+        default=None,
+        description="the memory this one comes after (the previous turn of a conversation): a `next` waypoint "
+        "links them, so a query that finds one can surface the other",
+    )
+
+
+class MemoryUpdate(BaseModel):
+    """`PATCH /memory/{id}`: change content, tags, metadata, status or when it occurred."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = Field(default=None, min_length=1)
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    status: Literal["active", "superseded", "contradicted"] | None = Field(
+        default=None, description="OpenMem's status; superseded scores x0.5, contradicted x0.3"
+    )
+    occurred_at: datetime | None = Field(default=None, description="when what it records happened (UTC if no zone)")
+    user_id: UserId | None = None
+
+    _aware = field_validator("occurred_at")(lambda cls, value: assume_utc(value))
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, value: str | None) -> str | None:
+        return None if value is None else no_nul(value, "content")
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else clean_tags(value)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else clean_metadata(value)
+
+
+class MemoryPublic(BaseModel):
+    """A stored memory as the API returns it."""
+
+    id: uuid.UUID
+    user_id: str
+    content: str
+    summary: str | None = None
+    primary_sector: str
+    sectors: list[str]
+    tags: list[str]
+    metadata: dict[str, Any]
+    salience: float
+    decay_lambda: float
+    coactivations: int
+    tier: str
+    status: str
+    confidence: float
+    compression: str
+    created_at: datetime
+    updated_at: datetime
+    last_seen_at: datetime
+    occurred_at: datetime | None = Field(default=None, description="when what it records happened, if the writer said")
+    document_id: uuid.UUID | None = None
+
+
+class MemoryAddResult(MemoryPublic):
+    """`POST /memory/add`: the memory, whether it already existed, and that it is queryable now."""
+
+    deduplicated: bool = False
+    queryable: bool = True
+    chunks: int = 1
+
+
+class LinkCreate(BaseModel):
+    """`POST /memory/link`: a typed waypoint between two of the tenant's memories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    src_id: uuid.UUID
+    dst_id: uuid.UUID
+    kind: Literal["association", "contradicts", "supersedes", "next"] = "association"
+    weight: float = Field(default=1.0, gt=0.0, le=1.0)
+    user_id: UserId | None = None
+
+    @model_validator(mode="after")
+    def _two_memories(self) -> LinkCreate:
+        if self.src_id == self.dst_id:
+            raise ValueError("src_id and dst_id must be two different memories")
+        return self
+
+
+class ReinforceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: uuid.UUID
+    boost: float | None = Field(default=None, gt=0.0, le=1.0)
+    user_id: UserId | None = None
+
+
+class BatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[MemoryCreate] = Field(min_length=1)
+    user_id: UserId | None = None
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    sequence: bool = Field(
+        default=False,
+        description="the items are one sequence in order (a conversation's turns, a session's notes): each is "
+        "linked to the next by a `next` waypoint, so a query that finds one can surface its neighbours",
+    )
+
+
+class MemoryPage(BaseModel):
+    items: list[MemoryPublic]
+    total: int
+    offset: int
+    limit: int

@@ -1,0 +1,180 @@
+"""`POST /memory/query`: the request (filters, stage switches, budget, diversity) and the matches with their trace."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shared.api.common import SECTORS, UserId, assume_utc, known_sectors, no_nul
+
+
+class QueryFilters(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    sector: str | None = None
+    sectors: list[str] | None = None
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    user_id: UserId | None = None
+    tags: list[str] | None = None
+    start_time: datetime | None = Field(default=None, alias="startTime", description="stored at or after")
+    end_time: datetime | None = Field(default=None, alias="endTime", description="stored at or before")
+    occurred_after: datetime | None = Field(
+        default=None, description="happened at or after (occurred_at, else when stored); UTC if no zone"
+    )
+    occurred_before: datetime | None = Field(default=None, description="happened at or before")
+
+    _aware = field_validator("start_time", "end_time", "occurred_after", "occurred_before")(
+        lambda cls, value: assume_utc(value)
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> QueryFilters:
+        if self.occurred_after and self.occurred_before and self.occurred_after > self.occurred_before:
+            raise ValueError("occurred_after is later than occurred_before: no memory can match")
+        if self.start_time and self.end_time and self.start_time > self.end_time:
+            raise ValueError("startTime is later than endTime: no memory can match")
+        return self
+
+    @field_validator("sector")
+    @classmethod
+    def _sector(cls, value: str | None) -> str | None:
+        if value is not None and value not in SECTORS:
+            raise ValueError(f"unknown sector {value!r}; expected one of {', '.join(SECTORS)}")
+        return value
+
+    @field_validator("sectors")
+    @classmethod
+    def _sectors(cls, value: list[str] | None) -> list[str] | None:
+        return known_sectors(value)
+
+
+class RetrievalOptions(BaseModel):
+    """Switches for the read path's stages (all on by default); for evaluation and tuning."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lexical: bool = Field(default=True, description="full-text (BM25) candidates")
+    dense: bool = Field(default=True, description="vector candidates")
+    waypoints: bool = Field(default=True, description="memories linked to a candidate by a waypoint")
+    classify: bool = Field(
+        default=False,
+        description="search vectors only in the sectors the query itself is classified into (OpenMemory's query "
+        "flow); a query no sector pattern matches searches all",
+    )
+    rank: Literal["composite", "fusion"] = Field(
+        default="composite",
+        description="composite: OpenMemory's score (similarity, salience, recency, waypoint) and the min_score "
+        "gate; fusion: the Reciprocal Rank Fusion score alone, no gate",
+    )
+
+    @model_validator(mode="after")
+    def _one_ranker(self) -> RetrievalOptions:
+        if not (self.lexical or self.dense):
+            raise ValueError("at least one of lexical and dense must be on")
+        return self
+
+
+class QueryRequest(BaseModel):
+    """`POST /memory/query`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1)
+    k: int | None = Field(default=None, ge=1)
+    filters: QueryFilters = Field(default_factory=QueryFilters)
+    user_id: UserId | None = None
+    explain: bool = False
+    retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
+    token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="fill at most this many (estimated, CJK-aware) tokens with the best memories, still at most k",
+    )
+    diversity: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="MMR's lambda: re-rank for relevance minus redundancy (0.5 weighs both equally; 1 = off)",
+    )
+    recency_weight: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Recall's interpolation: 0 ranks by relevance, 1 weighs freshness as much (default: "
+        "OpenMemory's fixed weights, or MNEMOFLOW_RECENCY_WEIGHT)",
+    )
+    reinforce: bool = Field(
+        default=True,
+        description="false: a read-only query (evaluation, previews): its hits are not reinforced or regenerated",
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query must contain non-whitespace text")
+        return no_nul(value, "query")
+
+
+class MatchTrace(BaseModel):
+    """Why a memory was recalled (returned with `explain: true`)."""
+
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    dense_rank: int | None = None
+    dense_similarity: float | None = None
+    rrf_score: float = 0.0
+    period_rank: int | None = Field(
+        default=None, description="its rank in the search of the period the query names (time anchoring)"
+    )
+    hops: int = 0
+    via: str | None = None
+    context_from: str | None = Field(
+        default=None, description="the linked memory whose relevance lent this one its `context` component"
+    )
+    components: dict[str, float]
+
+
+class QueryMatch(BaseModel):
+    id: uuid.UUID
+    content: str
+    score: float
+    sectors: list[str]
+    primary_sector: str
+    path: list[str]
+    salience: float
+    last_seen_at: datetime
+    occurred_at: datetime | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    document_id: uuid.UUID | None = Field(default=None, description="the document this memory is a chunk of")
+    trace: MatchTrace | None = None
+
+
+class PackingPublic(BaseModel):
+    """How a token budget was filled (membox's footnote)."""
+
+    returned: int
+    considered: int
+    tokens: int
+    budget: int
+    footnote: str
+
+
+class QueryResponse(BaseModel):
+    query: str
+    matches: list[QueryMatch]
+    candidates: int = 0
+    packing: PackingPublic | None = None
+    timings_ms: dict[str, float] | None = Field(
+        default=None,
+        description="With explain: true, milliseconds per stage and `total` for the pipeline; the full-text "
+        "stage runs beside embedding and the dense search, so the stages may add up to more than the total.",
+    )
+    query_sectors: list[str] | None = Field(
+        default=None, description="The sectors whose vectors were searched, with explain: true."
+    )

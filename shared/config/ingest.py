@@ -1,0 +1,61 @@
+"""Settings of ingestion (`ingest`): upload and chunk sizes, parser limits, which URLs may be fetched.
+
+Defaults live in shared.ingest.params.IngestParams, once (the architecture seed's §5 ingestion config).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import NoDecode
+
+from shared.ingest.params import IngestParams
+
+_INGEST = IngestParams()
+
+
+class IngestSettings(BaseModel):
+    ingest_max_bytes: int = Field(default=_INGEST.max_bytes, ge=1024, description="largest upload or fetched body")
+    ingest_chunk_size: int = Field(default=_INGEST.chunk_size, ge=16, le=8192)
+    ingest_chunk_overlap: int = Field(default=_INGEST.chunk_overlap, ge=0, le=4096)
+    ingest_parse_timeout_seconds: float = Field(default=_INGEST.parse_timeout_seconds, gt=0)
+    ingest_parse_memory_mb: int = Field(default=_INGEST.parse_memory_mb, ge=64)
+    ingest_media_timeout_seconds: float = Field(default=_INGEST.media_timeout_seconds, gt=0)
+    ingest_media_memory_mb: int = Field(default=_INGEST.media_memory_mb, ge=64)
+    ingest_fetch_timeout_seconds: float = Field(default=_INGEST.fetch_timeout_seconds, gt=0)
+    ingest_allow_private_urls: bool = _INGEST.allow_private_urls
+    ingest_allowed_networks: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    ingest_wait_max_seconds: float = Field(default=_INGEST.wait_max_seconds, ge=0)
+
+    @field_validator("ingest_allowed_networks", mode="before")
+    @classmethod
+    def _parse_networks(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            for network in value:
+                try:
+                    ipaddress.ip_network(network)
+                except ValueError as exc:
+                    raise ValueError(
+                        f"MNEMOFLOW_INGEST_ALLOWED_NETWORKS: {network!r} is not a network ({exc})"
+                    ) from exc
+        return value
+
+    @property
+    def ingest(self) -> IngestParams:
+        return IngestParams(
+            max_bytes=self.ingest_max_bytes,
+            chunk_size=self.ingest_chunk_size,
+            chunk_overlap=self.ingest_chunk_overlap,
+            parse_timeout_seconds=self.ingest_parse_timeout_seconds,
+            parse_memory_mb=self.ingest_parse_memory_mb,
+            media_timeout_seconds=self.ingest_media_timeout_seconds,
+            media_memory_mb=self.ingest_media_memory_mb,
+            fetch_timeout_seconds=self.ingest_fetch_timeout_seconds,
+            allow_private_urls=self.ingest_allow_private_urls,
+            allowed_networks=tuple(self.ingest_allowed_networks),
+            wait_max_seconds=self.ingest_wait_max_seconds,
+        )

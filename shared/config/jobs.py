@@ -1,0 +1,36 @@
+"""Settings of the job pipeline: batch chunks, the fresh tier's merge, retries, the sweeper, the broker."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from shared.api.common import Provider
+
+
+class JobSettings(BaseModel):
+    if TYPE_CHECKING:  # a field of EmbeddingSettings; the composed Settings has both
+        embedding_provider: Provider
+
+    # Items per chunk task; unset: ~1 s of embedding per chunk (100 for the local model, 500 for the fast
+    # providers), so the last chunks of a burst leave no worker idle for long and a retry redoes little.
+    batch_chunk_size: int | None = Field(default=None, ge=1, le=10_000)
+    merge_batch_size: int = Field(default=1000, ge=1, le=100_000)
+    merge_time_budget_seconds: float = Field(default=30.0, gt=0)
+    # The merge into HNSW yields to ingestion (embed queues not empty) until this many vectors wait in the
+    # fresh tier; queries scan fresh vectors exactly, so the cap bounds what that costs them. 0: never yield.
+    merge_yield_max_fresh: int = Field(default=50_000, ge=0)
+
+    job_max_attempts: int = Field(default=5, ge=1)
+    job_stall_seconds: int = Field(default=300, ge=5)
+    sweep_interval_seconds: float = Field(default=60.0, gt=0)
+    broker_visibility_timeout: int = Field(default=3600, ge=1)
+    worker_concurrency: int = Field(default=2, ge=1)
+
+    @property
+    def chunk_size(self) -> int:
+        """Items per chunk task (MNEMOFLOW_BATCH_CHUNK_SIZE, or the provider's default)."""
+        if self.batch_chunk_size is not None:
+            return self.batch_chunk_size
+        return {"local": 100, "openai": 256, "ollama": 256}.get(self.embedding_provider, 500)

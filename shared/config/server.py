@@ -1,0 +1,78 @@
+"""Settings of the processes themselves: environment, servers, ports, auth, request and input limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import NoDecode
+
+from shared.config.parsing import env, normalize_database_url, pairs
+from shared.memory.limits import InputLimits
+
+_LIMITS = InputLimits()
+
+
+class ServerSettings(BaseModel):
+    environment: Literal["development", "test", "production"] = "development"
+    log_level: str = "INFO"
+
+    # Where the embedded stack keeps its data; an external server is used when a URL is set.
+    data_dir: Path = Field(default=Path(".mnemoflow"), validation_alias=env("MNEMOFLOW_DATA_DIR"))
+    database_url: str | None = Field(default=None, validation_alias=env("DATABASE_URL", "MNEMOFLOW_DATABASE_URL"))
+    redis_url: str | None = Field(default=None, validation_alias=env("REDIS_URL", "MNEMOFLOW_REDIS_URL"))
+
+    host: str = Field(default="127.0.0.1", validation_alias=env("HOST", "MNEMOFLOW_HOST"))
+    port: int = Field(default=8080, ge=1, le=65535, validation_alias=env("PORT", "MNEMOFLOW_PORT", "OM_PORT"))
+    flower_port: int = Field(default=5555, ge=1, le=65535, validation_alias=env("FLOWER_PORT", "MNEMOFLOW_FLOWER_PORT"))
+
+    # Auth: "key=tenant,key2=tenant2"; OpenMemory's single OM_API_KEY binds to default_user_id.
+    api_keys: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, validation_alias=env("MNEMOFLOW_API_KEYS")
+    )
+    om_api_key: str | None = Field(default=None, validation_alias=env("OM_API_KEY"))
+    # Operator key for store-wide actions (/maintenance/*); without any keys configured everyone is an operator.
+    admin_api_key: SecretStr | None = Field(default=None, validation_alias=env("MNEMOFLOW_ADMIN_API_KEY"))
+    default_user_id: str = "anonymous"
+
+    # Per-tenant labels on /metrics (injection and blindness counters); beyond this many, tenants count as _other.
+    metrics_max_tenants: int = Field(default=1000, ge=0)
+    # Injection and blindness rates in GET /sectors cover this many days (counted in Redis, kept 8 days).
+    retrieval_stats_days: int = Field(default=7, ge=1, le=8)
+
+    # Input limits (`limits`)
+    max_request_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    max_content_chars: int = Field(default=_LIMITS.max_content_chars, ge=1)
+    max_tags: int = Field(default=_LIMITS.max_tags, ge=0)
+    max_tag_chars: int = Field(default=_LIMITS.max_tag_chars, ge=1)
+    max_metadata_bytes: int = Field(default=_LIMITS.max_metadata_bytes, ge=0)
+    max_batch_items: int = Field(default=_LIMITS.max_batch_items, ge=1)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _parse_api_keys(cls, value: object) -> object:
+        return pairs(value, "MNEMOFLOW_API_KEYS", "key=tenant")
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalize_dsn(cls, value: str | None) -> str | None:
+        return normalize_database_url(value) if value else None
+
+    @property
+    def all_api_keys(self) -> dict[str, str]:
+        """API key → tenant, including OpenMemory's single OM_API_KEY."""
+        keys = dict(self.api_keys)
+        if self.om_api_key:
+            keys.setdefault(self.om_api_key, self.default_user_id)
+        return keys
+
+    @property
+    def limits(self) -> InputLimits:
+        return InputLimits(
+            max_content_chars=self.max_content_chars,
+            max_tags=self.max_tags,
+            max_tag_chars=self.max_tag_chars,
+            max_metadata_bytes=self.max_metadata_bytes,
+            max_batch_items=self.max_batch_items,
+        )

@@ -1,0 +1,66 @@
+"""One typed settings object for gateway, workers, CLI and tests, read from the environment once.
+
+Its fields are declared by area (server, embedding, retrieval, lifecycle, ingest, jobs: the modules beside this
+one) under their environment names (MNEMOFLOW_*, and OpenMemory's OM_* where it has one). Each area gives its
+groups as the frozen dataclasses the code takes, whose defaults are the only declaration of the defaults:
+
+    settings.limits  settings.embedding  settings.context  settings.retrieval  settings.lexical  settings.scoring
+    settings.waypoints  settings.reinforcement  settings.tiers  settings.compression  settings.decay  settings.ingest
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.config.embedding import EmbeddingSettings
+from shared.config.ingest import IngestSettings
+from shared.config.jobs import JobSettings
+from shared.config.lifecycle import LifecycleSettings
+from shared.config.retrieval import RetrievalSettings
+from shared.config.server import ServerSettings
+
+PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "test", "xxx"})
+
+
+class Settings(
+    ServerSettings, EmbeddingSettings, RetrievalSettings, LifecycleSettings, IngestSettings, JobSettings, BaseSettings
+):
+    """Every knob of Mnemoflow; defaults are the seeds' defaults."""
+
+    model_config = SettingsConfigDict(env_prefix="MNEMOFLOW_", extra="ignore", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.min_vector_dim > self.max_vector_dim:
+            raise ValueError("OM_MIN_VECTOR_DIM must not exceed OM_MAX_VECTOR_DIM")
+        if self.min_vector_dim <= self.fingerprint_dim:
+            raise ValueError(
+                f"OM_MIN_VECTOR_DIM ({self.min_vector_dim}) must be above the fingerprint's {self.fingerprint_dim} "
+                "dimensions: a compressed vector must never be mistaken for a fingerprint"
+            )
+        if self.sector_providers and self.embed_mode != "advanced":
+            raise ValueError("MNEMOFLOW_SECTOR_PROVIDERS needs MNEMOFLOW_EMBED_MODE=advanced (OM_EMBED_MODE)")
+        if self.ingest_chunk_overlap >= self.ingest_chunk_size:
+            raise ValueError("MNEMOFLOW_INGEST_CHUNK_OVERLAP must be below MNEMOFLOW_INGEST_CHUNK_SIZE")
+        if self.default_k > self.max_k:
+            raise ValueError("MNEMOFLOW_DEFAULT_K must not exceed MNEMOFLOW_MAX_K")
+        if self.environment != "development":
+            keys = list(self.all_api_keys)
+            if self.admin_api_key is not None:
+                keys.append(self.admin_api_key.get_secret_value())
+            weak = [k for k in keys if k.lower() in PLACEHOLDER_SECRETS or len(k) < 12]
+            if weak:
+                raise ValueError(
+                    "refusing placeholder or short API keys outside development; "
+                    "set MNEMOFLOW_API_KEYS to keys of at least 12 random characters"
+                )
+        return self
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once."""
+    return Settings()

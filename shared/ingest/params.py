@@ -1,0 +1,34 @@
+"""What ingestion allows and how it chunks (`Settings.ingest`): sizes, parser limits, URL rules, waiting.
+
+Defaults are the architecture seed's ingestion config (§5: chunk_size 2048 tokens, overlap 256, 25 MB uploads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class IngestParams:
+    max_bytes: int = 25 * MIB  # the largest upload or fetched body
+    chunk_size: int = 2048  # estimated tokens per chunk
+    chunk_overlap: int = 256  # estimated tokens repeated between chunks
+    # Parser limits per document (a sandboxed child each); audio and video get their own, transcription is slow.
+    parse_timeout_seconds: float = 120.0
+    parse_memory_mb: int = 2048
+    media_timeout_seconds: float = 1800.0
+    media_memory_mb: int = 4096
+    fetch_timeout_seconds: float = 60.0
+    # URL fetching refuses private, loopback, link-local and metadata addresses unless told otherwise:
+    # allow_private_urls turns the check off (tests, a trusted single-tenant box); allowed_networks admits only
+    # the listed CIDRs ("10.1.0.0/16,fd00::/8", e.g. an intranet wiki).
+    allow_private_urls: bool = False
+    allowed_networks: tuple[str, ...] = ()
+    wait_max_seconds: float = 30.0  # ?wait=true on an ingest route waits at most this long before answering 202
+
+    @property
+    def longest_parse_seconds(self) -> float:
+        """The longest any parser may run (documents or media)."""
+        return max(self.parse_timeout_seconds, self.media_timeout_seconds)

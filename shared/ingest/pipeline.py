@@ -1,0 +1,281 @@
+"""Ingesting one document (the ingest worker's half): fetch or read → extract → chunk → classify → plan.
+
+Planning writes the job's chunks (one per sector and `chunk_size` items, each item a chunk of the document
+with its placement and metadata) under the document row's lock, once: the document's status moves from
+extracting to embedding in that transaction, and the staged upload is deleted in it. Until then nothing
+is written but the document's status, so a worker lost mid-document leaves nothing to undo: a redelivery
+or the sweeper starts it again from the staged bytes (or the URL). The embed workers store the chunks
+(shared.memory.chunks) and the last one finishes the document (shared.ingest.completion).
+
+Failures: a 4xx-class error (corrupt, unsupported, mislabelled, over a parser limit, too large, refused
+address, HTTP 4xx from the site) will not change on a retry, so it fails the document at once; anything
+else (network, timeouts of the site, database) is retried with backoff up to `job_max_attempts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from shared.api.ingest import IngestConfig
+from shared.config import Settings
+from shared.db import Database
+from shared.errors import ExtractionFailed, InvalidInput, MnemoflowError, UpstreamFailed
+from shared.ingest import Chunk, Format, Kind, Limits, check_declared, chunk_elements, extract, fetch_url, sniff
+from shared.ingest.completion import finish_document, log_document
+from shared.ingest.params import IngestParams
+from shared.jobs import ChunkItem, Classified, Placement, StoreChunk, plan_chunks
+from shared.memory import sectors as sector_rules
+from shared.storage import documents as document_store
+from shared.storage import jobs as job_store
+from shared.text import normalize_content
+
+MIB = 1024 * 1024
+_OPEN = ("queued", "extracting")
+# Site answers that a retry may well change.
+_TRANSIENT_HTTP = frozenset({408, 425, 429})
+
+
+@dataclass
+class IngestOutcome:
+    """What one run did, and what the task must do next (enqueue chunks, or retry after `retry_in` s)."""
+
+    status: str  # planned, finished, duplicate, failed, retry, skipped
+    chunks: list[StoreChunk] = field(default_factory=list)  # to send, now that they are committed
+    retry_in: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class _Prepared:
+    fmt: Format
+    chunks: list[Chunk]
+    extracted: dict[str, Any]
+    size: int
+    source_url: str | None
+
+
+def extraction_limits(params: IngestParams, fmt: Format) -> Limits:
+    """The parser limits of a document, or of audio and video (transcription takes longer)."""
+    if fmt.kind is Kind.DOCUMENT:
+        return Limits(params.parse_timeout_seconds, params.parse_memory_mb * MIB)
+    return Limits(params.media_timeout_seconds, params.media_memory_mb * MIB)
+
+
+def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOutcome:
+    """Advance an ingest job by one step; idempotent: a redelivered message finds its step done."""
+    with db.session() as session:
+        document = document_store.document_of_job(session, job_id, lock=True)
+        if document is None:
+            return IngestOutcome("skipped")
+        if document["status"] == "embedding":  # planned; finish it if its last step was lost
+            if job_store.open_chunk_count(session, job_id) == 0:
+                finish_document(session, job_id)
+                return IngestOutcome("finished")
+            return IngestOutcome("skipped")
+        if document["status"] not in _OPEN:
+            return IngestOutcome("skipped")
+        attempts = job_store.count_job_attempt(session, job_id)
+        if attempts is None:
+            return IngestOutcome("skipped")
+        job = job_store.get_job(session, job_id)
+        assert job is not None
+        if attempts > settings.job_max_attempts:  # e.g. the document took the worker down every time
+            message = f"gave up after {attempts - 1} attempts (the worker was lost each time?)"
+            _fail(session, document, job_id, message, {})
+            return IngestOutcome("failed", error=message)
+        document_store.set_status(session, document["id"], "extracting", error=document["error"])
+        job_store.merge_result(session, job_id, {"phase": "extracting", "attempt": attempts})
+    stages: dict[str, int] = {}
+    try:
+        prepared = _prepare(db, settings, document, job["params"], stages)
+    except Exception as exc:
+        return _failed_attempt(db, settings, document, job_id, attempts, exc, stages)
+    if isinstance(prepared, uuid.UUID):
+        return _duplicate(db, document, job_id, prepared, stages)
+    started = time.perf_counter()
+    items = _items(prepared, document, job["params"])
+    stages["classify_ms"] = _ms(started)
+    with db.session() as session:
+        refs = _plan(session, settings, document["id"], job_id, prepared, items, stages)
+    return IngestOutcome("planned" if refs else "skipped", chunks=refs)
+
+
+def _prepare(
+    db: Database, settings: Settings, document: dict[str, Any], params: dict[str, Any], stages: dict[str, int]
+) -> _Prepared | uuid.UUID:
+    """Extract and chunk the document; the id of the user's other document when a URL's content is known."""
+    config = params.get("config") or {}
+    rules = settings.ingest
+    with tempfile.TemporaryDirectory(prefix="mnemoflow-ingest-") as tmp:
+        path = Path(tmp) / "input"
+        started = time.perf_counter()
+        source_url = None
+        if document["source_type"] == "url":
+            fetched = fetch_url(
+                document["source_uri"],
+                max_bytes=rules.max_bytes,
+                total_timeout_s=rules.fetch_timeout_seconds,
+                allow_private=rules.allow_private_urls,
+                allowed_networks=list(rules.allowed_networks),
+            )
+            path.write_bytes(fetched.content)
+            size, declared, source_url = len(fetched.content), fetched.content_type, fetched.url
+            stages["fetch_ms"] = _ms(started)
+            digest = hashlib.sha256(fetched.content).hexdigest()
+            with db.session() as session:
+                other = document_store.claim_content_hash(session, document["id"], document["user_id"], digest, size)
+            if other is not None:
+                return other
+        else:
+            with db.session() as session, open(path, "wb") as target:
+                size = document_store.read_upload(session, document["id"], target)
+            if size == 0:
+                raise ExtractionFailed("the uploaded bytes are no longer staged; upload the file again")
+            declared = None
+            stages["read_ms"] = _ms(started)
+        started = time.perf_counter()
+        fmt = sniff(path)
+        if document["source_type"] == "url":  # an upload's declared type was checked when it was accepted
+            check_declared(fmt, declared)
+        extracted = extract(path, fmt, limits=extraction_limits(rules, fmt), source_url=source_url)
+        stages["extract_ms"] = _ms(started)
+    started = time.perf_counter()
+    try:
+        size, overlap = IngestConfig.model_validate(config).sizes(rules.chunk_size, rules.chunk_overlap)
+    except ValueError as exc:  # accepted under other server settings: the job fails with the reason
+        raise InvalidInput(str(exc)) from exc
+    chunks = chunk_elements(
+        extracted.elements,
+        chunk_size=size,
+        chunk_overlap=overlap,
+        preserve_metadata=config.get("preserve_metadata", True),
+        document_metadata=extracted.metadata,
+    )
+    stages["chunk_ms"] = _ms(started)
+    return _Prepared(fmt, chunks, extracted.metadata, size, source_url)
+
+
+def _items(prepared: _Prepared, document: dict[str, Any], params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(primary sector, job chunk item) per chunk: content, tags, metadata, classification and placement."""
+    source: dict[str, Any] = {"document_id": str(document["id"]), "type": document["source_type"]}
+    source["format"] = prepared.fmt.value
+    if document["filename"]:
+        source["filename"] = document["filename"]
+    if prepared.source_url:
+        source["url"] = prepared.source_url
+    items = []
+    for chunk in prepared.chunks:
+        chunk_meta = dict(chunk.metadata)
+        document_meta = chunk_meta.pop("document", None)
+        metadata = {**(params.get("metadata") or {}), "source": source, "chunk": {"index": chunk.index, **chunk_meta}}
+        if document_meta:
+            metadata["document"] = document_meta
+        classification = sector_rules.classify(normalize_content(chunk.text))
+        occurred_at = params.get("occurred_at")
+        # Validated where it is stored (shared.memory.chunks), as a batch's items are: a chunk that cannot be a
+        # memory fails there, with its job.
+        item = ChunkItem.model_construct(
+            content=chunk.text,
+            tags=params.get("tags") or [],
+            metadata=metadata,
+            occurred_at=datetime.fromisoformat(occurred_at) if occurred_at else None,
+            classified=Classified(sectors=list(classification.sectors), confidence=classification.confidence),
+            placement=Placement(document_id=document["id"], chunk_index=chunk.index),
+        )
+        items.append((classification.primary, item.stored()))
+    return items
+
+
+def _plan(
+    session: Any,
+    settings: Settings,
+    document_id: uuid.UUID,
+    job_id: uuid.UUID,
+    prepared: _Prepared,
+    items: list[tuple[str, dict[str, Any]]],
+    stages: dict[str, int],
+) -> list[StoreChunk]:
+    """Write the job's chunks once (under the document's lock); [] when another delivery planned it first."""
+    current = document_store.document_of_job(session, job_id, lock=True)
+    if current is None or current["id"] != document_id or current["status"] not in _OPEN:
+        return []
+    specs = plan_chunks(items, size=settings.chunk_size)
+    job_store.add_chunks(session, job_id, specs)
+    job_store.grow_job(session, job_id, more_total=len(items), params={})
+    document_store.set_status(
+        session,
+        document_id,
+        "embedding",
+        chunk_count=len(items),
+        fmt=prepared.fmt.value,
+        meta={"extracted": prepared.extracted, "stages_ms": stages},
+    )
+    if current["source_type"] == "upload":
+        document_store.delete_upload(session, document_id)
+    job_store.merge_result(
+        session,
+        job_id,
+        {"phase": "embedding", "chunks": len(items), "format": prepared.fmt.value, "bytes": prepared.size},
+    )
+    return [StoreChunk(job_id=job_id, seq=spec.seq, sector=spec.sector) for spec in specs]
+
+
+def _duplicate(
+    db: Database, document: dict[str, Any], job_id: uuid.UUID, other: uuid.UUID, stages: dict[str, int]
+) -> IngestOutcome:
+    """A URL whose content the user already ingested as another document: point to that one, store nothing."""
+    with db.session() as session:
+        document_store.set_status(session, document["id"], "duplicate", duplicate_of=other, meta={"stages_ms": stages})
+        result = {"phase": "duplicate", "duplicate_of": str(other), "stages_ms": stages}
+        job_store.finish_job(session, job_id, status="succeeded", result=result)
+    log_document(document, outcome=f"duplicate of {other}", chunks=0, stages=stages)
+    return IngestOutcome("duplicate")
+
+
+def is_final(exc: Exception) -> bool:
+    """Whether an error will come back on every attempt (bad input), rather than pass (network, load)."""
+    if isinstance(exc, UpstreamFailed):
+        status = (exc.details or {}).get("status") if isinstance(exc.details, dict) else None
+        return isinstance(status, int) and 400 <= status < 500 and status not in _TRANSIENT_HTTP
+    return isinstance(exc, MnemoflowError) and exc.status_code < 500
+
+
+def _failed_attempt(
+    db: Database,
+    settings: Settings,
+    document: dict[str, Any],
+    job_id: uuid.UUID,
+    attempts: int,
+    exc: Exception,
+    stages: dict[str, int],
+) -> IngestOutcome:
+    message = exc.message if isinstance(exc, MnemoflowError) else f"{type(exc).__name__}: {exc}"
+    final = is_final(exc) or attempts >= settings.job_max_attempts
+    with db.session() as session:
+        if final:
+            _fail(session, document, job_id, message, stages)
+            return IngestOutcome("failed", error=message)
+        # Back to queued: if the retry's message is lost too, the sweeper's "queued too long" rule finds it.
+        document_store.set_status(session, document["id"], "queued", error=message)
+        job_store.merge_result(session, job_id, {"phase": "retrying", "attempt": attempts}, error=message)
+    return IngestOutcome("retry", retry_in=min(60.0, 2.0**attempts), error=message)
+
+
+def _fail(session: Any, document: dict[str, Any], job_id: uuid.UUID, message: str, stages: dict[str, int]) -> None:
+    document_store.set_status(session, document["id"], "failed", error=message, meta={"stages_ms": stages})
+    document_store.delete_upload(session, document["id"])
+    job_store.finish_job(
+        session, job_id, status="failed", result={"phase": "failed", "stages_ms": stages}, error=message
+    )
+    log_document(document, outcome=f"failed ({message})", chunks=0, stages=stages)
+
+
+def _ms(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)

@@ -1,0 +1,260 @@
+"""The contract between the gateway and the workers: queues, task names, job kinds, and every message, typed.
+
+The gateway enqueues by task *name* (it never imports the workers). Each message is a pydantic model here: the
+sender builds it (`shared.queueing.send`), the task that receives it validates its kwargs back into it
+(`Message.received`), so both sides read one definition of every payload. So are the items a batch or ingest
+job stores in its chunks (`ChunkItem`). Import-light: pydantic, the standard library and the API schemas.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.api.common import SECTORS
+from shared.api.memories import MemoryCreate
+
+
+class Queue(StrEnum):
+    INGEST = "ingest"
+    EMBED_EPISODIC = "embed.episodic"
+    EMBED_SEMANTIC = "embed.semantic"
+    EMBED_PROCEDURAL = "embed.procedural"
+    EMBED_EMOTIONAL = "embed.emotional"
+    EMBED_REFLECTIVE = "embed.reflective"
+    MAINTENANCE = "maintenance"
+
+
+ALL_QUEUES: tuple[str, ...] = tuple(q.value for q in Queue)
+
+
+def embed_queue(sector: str) -> str:
+    """The queue that embeds and stores memories of one sector."""
+    if sector not in SECTORS:
+        raise ValueError(f"unknown sector {sector!r}; expected one of {', '.join(SECTORS)}")
+    return f"embed.{sector}"
+
+
+class TaskName(StrEnum):
+    STORE_CHUNK = "mnemoflow.memory.store_chunk"
+    REINFORCE_HITS = "mnemoflow.memory.reinforce_hits"
+    REINFORCE_BATCH = "mnemoflow.memory.reinforce_batch"
+    SWEEP_JOBS = "mnemoflow.jobs.sweep"
+    PRUNE_WAYPOINTS = "mnemoflow.waypoints.prune"
+    MERGE_FRESH = "mnemoflow.vectors.merge_fresh"
+    REEMBED_PLAN = "mnemoflow.reembed.plan"
+    REEMBED_CHUNK = "mnemoflow.reembed.chunk"
+    REEMBED_FINISH = "mnemoflow.reembed.finish"
+    PRUNE_EMBED_LOGS = "mnemoflow.embed_logs.prune"
+    DECAY_CYCLE = "mnemoflow.decay.cycle"
+    INGEST_DOCUMENT = "mnemoflow.ingest.document"
+
+
+# Where a task goes when the caller does not say (sector tasks always name their queue).
+DEFAULT_QUEUE: dict[str, str] = {  # values are Queue members (str)
+    TaskName.REINFORCE_HITS: Queue.MAINTENANCE,
+    TaskName.REINFORCE_BATCH: Queue.MAINTENANCE,
+    TaskName.SWEEP_JOBS: Queue.MAINTENANCE,
+    TaskName.PRUNE_WAYPOINTS: Queue.MAINTENANCE,
+    TaskName.MERGE_FRESH: Queue.MAINTENANCE,
+    TaskName.REEMBED_PLAN: Queue.MAINTENANCE,
+    TaskName.REEMBED_FINISH: Queue.MAINTENANCE,
+    TaskName.PRUNE_EMBED_LOGS: Queue.MAINTENANCE,
+    TaskName.DECAY_CYCLE: Queue.MAINTENANCE,
+    TaskName.INGEST_DOCUMENT: Queue.INGEST,
+}
+
+
+class JobKind(StrEnum):
+    """What a row of `jobs` is for (its chunks are stored by the task of that kind)."""
+
+    BATCH = "batch"  # POST /memory/batch: chunks of memories, stored on the sector queues
+    INGEST = "ingest"  # a document: extracted on the ingest queue, then chunks like a batch's
+    REEMBED = "reembed"  # the whole store converted to another embedding model
+
+
+class Message(BaseModel):
+    """A task's payload. `kwargs()` is what travels (JSON); `queue` is where it goes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    task: ClassVar[TaskName]
+
+    @property
+    def queue(self) -> str:
+        return DEFAULT_QUEUE[self.task]
+
+    def kwargs(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def received(cls, kwargs: dict[str, Any]) -> Self:
+        """The message a task was sent, from its kwargs."""
+        return cls.model_validate(kwargs)
+
+
+class _ChunkMessage(Message):
+    """One chunk of a job, on the queue of its sector (the sector routes it; it does not travel)."""
+
+    job_id: uuid.UUID
+    seq: int
+    sector: str | None = Field(default=None, exclude=True)
+
+    @property
+    def queue(self) -> str:
+        if self.sector is None:
+            raise ValueError(f"{type(self).__name__} needs its chunk's sector to be routed")
+        return embed_queue(self.sector)
+
+
+class StoreChunk(_ChunkMessage):
+    """Embed and store one chunk of a batch or ingest job."""
+
+    task = TaskName.STORE_CHUNK
+
+
+class ReembedChunk(_ChunkMessage):
+    """Re-embed one chunk of a re-embed job with the job's target model."""
+
+    task = TaskName.REEMBED_CHUNK
+
+
+def chunk_message(kind: str, job_id: uuid.UUID, seq: int, sector: str) -> StoreChunk | ReembedChunk:
+    """The message that processes a chunk of a job of `kind` (the sweeper re-sends chunks of every kind)."""
+    message = ReembedChunk if kind == JobKind.REEMBED else StoreChunk
+    return message(job_id=job_id, seq=seq, sector=sector)
+
+
+class IngestDocument(Message):
+    """Advance an ingest job by one step: fetch or read, extract, chunk, plan (or finish it)."""
+
+    task = TaskName.INGEST_DOCUMENT
+    job_id: uuid.UUID
+
+
+class PlanReembed(Message):
+    """Split what is left to re-embed into chunks (or ask for the switch when nothing is left)."""
+
+    task = TaskName.REEMBED_PLAN
+    job_id: uuid.UUID
+
+
+class FinishReembed(Message):
+    """Switch the store to the job's target model once no vector of another model is left."""
+
+    task = TaskName.REEMBED_FINISH
+    job_id: uuid.UUID
+
+
+class ReinforceHits(Message):
+    """A query's after-effects, applied once per `event_id`: reinforcement of its hits and the links walked to
+    them, and the regeneration of hits that decay compressed or fingerprinted."""
+
+    task = TaskName.REINFORCE_HITS
+    event_id: str
+    user_id: str
+    memory_ids: list[uuid.UUID]
+    traversed: list[tuple[uuid.UUID, uuid.UUID]] = Field(default_factory=list)
+    reinforce: bool = True
+    regenerate: bool = False
+
+
+class ReinforceBatch(Message):
+    """The after-effects of several queries, as a gateway gathers them."""
+
+    task = TaskName.REINFORCE_BATCH
+    events: list[ReinforceHits]
+
+
+class RunDecayCycle(Message):
+    """One decay cycle: scheduled (waits for quiet and the cooldown) or an operator's (runs now)."""
+
+    task = TaskName.DECAY_CYCLE
+    run_id: uuid.UUID | None = None  # the decay_runs row the operator's request created
+    ratio: float | None = None  # None: the setting (OM_DECAY_RATIO)
+    trigger: Literal["schedule", "operator"] = "schedule"
+
+
+class MergeFresh(Message):
+    """Move fresh vectors into the HNSW indexes and link their memories."""
+
+    task = TaskName.MERGE_FRESH
+
+
+class SweepJobs(Message):
+    """Re-send the work whose message looks lost."""
+
+    task = TaskName.SWEEP_JOBS
+
+
+class PruneWaypoints(Message):
+    task = TaskName.PRUNE_WAYPOINTS
+
+
+class PruneEmbedLogs(Message):
+    task = TaskName.PRUNE_EMBED_LOGS
+
+
+class Classified(BaseModel):
+    """The sectors (primary first) and confidence the item was classified into when its job was planned."""
+
+    sectors: list[str]
+    confidence: float
+
+
+class Placement(BaseModel):
+    """The document a chunk item was cut from, and where in it."""
+
+    document_id: uuid.UUID
+    chunk_index: int
+
+
+class ChunkItem(MemoryCreate):
+    """A memory as a batch or ingest job's chunk stores it: the item, plus what the planner found out.
+
+    Stored in `job_chunks.items` under the aliases (the underscore keys), which the workers read back."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    classified: Classified | None = Field(default=None, alias="_classified")
+    position: int | None = Field(default=None, alias="_position")  # its place in a `sequence` batch
+    context: str | None = Field(default=None, alias="_context")  # the turns it follows, to embed it after them
+    placement: Placement | None = Field(default=None, alias="_document")
+
+    def stored(self) -> dict[str, Any]:
+        """The item as a chunk's JSON holds it."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"user_id"})
+
+
+class ReembedItem(BaseModel):
+    """A memory a re-embed chunk converts."""
+
+    id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """One chunk of a job to write: its number in the job, the sector whose queue takes it, its items (JSON)."""
+
+    seq: int
+    sector: str
+    items: list[dict[str, Any]]
+
+
+def plan_chunks(items: Iterable[tuple[str, dict[str, Any]]], *, size: int, first_seq: int = 0) -> list[ChunkSpec]:
+    """(sector, item) pairs as chunks of at most `size` items of one sector each: sectors in name order, items
+    in their order, numbered from `first_seq`."""
+    by_sector: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for sector, item in items:
+        by_sector[sector].append(item)
+    chunks: list[ChunkSpec] = []
+    for sector in sorted(by_sector):
+        grouped = by_sector[sector]
+        for start in range(0, len(grouped), size):
+            chunks.append(ChunkSpec(first_seq + len(chunks), sector, grouped[start : start + size]))
+    return chunks

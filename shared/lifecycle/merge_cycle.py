@@ -1,0 +1,100 @@
+"""The merge cycle: the fresh tier moved into the HNSW indexes, its memories linked and counted (settled).
+
+Bulk writes land their vectors unindexed (COPY speed, searched exactly at once); this cycle indexes them in
+batches, one merger at a time store-wide (an advisory lock), within a time budget, and yields to ingestion:
+HNSW inserts cost the same CPU the embedding model needs, so while the embed queues hold work and the fresh tier
+is still small, the merge waits (the last chunk of a burst asks for the next merge; beat runs it every minute).
+It runs beside the decay cycle on the maintenance queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from shared.config import Settings
+from shared.db import Database
+from shared.jobs import embed_queue
+from shared.memory.engine import MemoryEngine
+from shared.memory.sectors import SECTORS
+from shared.storage import vectors as vector_store
+
+log = logging.getLogger("mnemoflow.worker")
+
+MERGE_LOCK_KEY = 727275  # pg advisory lock: one merger at a time, store-wide
+ANALYZE_EVERY = 5000  # merged vectors between statistics refreshes
+EMBED_QUEUES = tuple(embed_queue(sector) for sector in SECTORS)
+
+
+@dataclass(frozen=True)
+class MergeOutcome:
+    merged: int = 0  # vectors moved into the index
+    links: int = 0  # waypoints made to the merged memories' best matches
+    skipped: bool = False  # another merge held the lock
+    unfinished: bool = False  # the time budget ran out with work left
+
+
+def embed_backlog(client: redis.Redis) -> int:
+    """Messages waiting on the embed.<sector> queues (Redis lists named after the queues)."""
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for queue in EMBED_QUEUES:
+                pipe.llen(queue)
+            return sum(int(n) for n in pipe.execute())
+    except Exception as exc:  # not Redis, or unreachable: never block the merge on it
+        log.debug("cannot read the embed queues' length: %s", exc)
+        return 0
+
+
+class MergeCycle:
+    """One merge run against one store; `embed_backlog` says how much embedding work is waiting."""
+
+    def __init__(
+        self, db: Database, engine: MemoryEngine, settings: Settings, *, embed_backlog: Callable[[], int]
+    ) -> None:
+        self.db = db
+        self.engine = engine
+        self.settings = settings
+        self.embed_backlog = embed_backlog
+
+    def ingest_has_priority(self, session: Session) -> bool:
+        """Whether the merge should yield: embedding work is waiting and the fresh tier is still small enough."""
+        cap = self.settings.merge_yield_max_fresh
+        return cap > 0 and self.embed_backlog() > 0 and vector_store.fresh_vector_count(session, limit=cap) < cap
+
+    def run(self) -> MergeOutcome:
+        """Move fresh vectors into the HNSW indexes and link their memories, batch by batch."""
+        s = self.settings
+        merged = links = 0
+        started = time.monotonic()
+        unfinished = False
+        with self.db.engine.connect() as lock_conn:
+            if not lock_conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": MERGE_LOCK_KEY}).scalar_one():
+                return MergeOutcome(skipped=True)
+            try:
+                since_analyze = ANALYZE_EVERY  # statistics first: the backlog may be large and unseen
+                while time.monotonic() - started < s.merge_time_budget_seconds:
+                    with self.db.session() as session:
+                        if self.ingest_has_priority(session):
+                            break  # the last chunk of the burst schedules the next merge; beat retries every minute
+                    analyze = since_analyze >= ANALYZE_EVERY
+                    with self.db.session() as session:
+                        count, made = self.engine.merge_fresh(session, limit=s.merge_batch_size, analyze=analyze)
+                    since_analyze = count if analyze else since_analyze + count
+                    merged, links = merged + count, links + made
+                    if count == 0:
+                        break
+                else:
+                    unfinished = True  # out of time with work left: the caller continues in a fresh task
+            finally:
+                lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MERGE_LOCK_KEY})
+                lock_conn.commit()
+        if merged:
+            log.info("[merge] indexed %d vectors, %d waypoints in %.1fs", merged, links, time.monotonic() - started)
+        return MergeOutcome(merged, links, unfinished=unfinished)

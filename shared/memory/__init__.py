@@ -1,0 +1,1 @@
+"""Memories and how they are written: sectors, the write path, batches and their chunks."""

@@ -1,0 +1,66 @@
+"""Storing one chunk of a batch or ingest job (the embed workers' half), exactly once.
+
+The chunk's row lock makes it exactly once whichever worker gets it: a redelivered or duplicate message finds
+it done or held. The chunk that completes its job finishes it in the same transaction: a `sequence` batch's
+reading-order links, or an ingest job's document (shared.ingest.completion).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from shared.ingest.completion import finish_document
+from shared.jobs import ChunkItem, JobKind
+from shared.memory.engine import MemoryEngine
+from shared.storage import embed_logs as embed_log_store
+from shared.storage import jobs as job_store
+from shared.storage import waypoints as waypoint_store
+
+
+def store_chunk(engine: MemoryEngine, session: Session, job_id: uuid.UUID, seq: int) -> str | None:
+    """Process one chunk; returns the job's status afterwards, or None when there was nothing to do.
+
+    Items made from a document become memories placed in it (document_id, chunk_index); their vectors land in
+    the fresh tier, searched at once and merged into the index in the background.
+    """
+    chunk = job_store.claim_chunk(session, job_id, seq)
+    if chunk is None:
+        return None
+    job = job_store.get_job(session, job_id)
+    assert job is not None
+    items = [ChunkItem.model_validate(raw) for raw in chunk["items"]]
+    classified = [(i.classified.sectors, i.classified.confidence) if i.classified else None for i in items]
+    started = time.perf_counter()
+    prepared, calls = engine.prepare(items, job["user_id"], classified, [i.context or "" for i in items])
+    embedded = time.perf_counter()
+    prepared = [
+        dataclasses.replace(memory, document_id=i.placement.document_id, chunk_index=i.placement.chunk_index)
+        if i.placement
+        else memory
+        for memory, i in zip(prepared, items, strict=True)
+    ]
+    for call in calls:
+        embed_log_store.log_embedding(session, call, purpose=job["kind"], job_id=job_id)
+    refs = engine.store(session, prepared, settle=False)
+    created = sum(1 for r in refs if r.created)
+    result: dict[str, Any] = {"created": created, "duplicates": len(items) - created}
+    sequence = bool(job["params"].get("sequence"))
+    if sequence:  # where each item went, for the links made when the last chunk is done
+        result["sequence"] = [[i.position, str(ref.id), ref.created] for i, ref in zip(items, refs, strict=True)]
+    ingest = job["kind"] == JobKind.INGEST
+    if ingest:  # a document's stage times (summed over its chunks by chunk_totals)
+        result["embed_ms"] = round((embedded - started) * 1000)
+        result["store_ms"] = round((time.perf_counter() - embedded) * 1000)
+    status = job_store.complete_chunk(session, job_id, seq, done=len(items), result=result, finish_job=not ingest)
+    # complete_chunk holds the job row lock, so this count sees every chunk committed before ours.
+    if ingest and job_store.open_chunk_count(session, job_id) == 0:
+        status = finish_document(session, job_id)
+    elif sequence and job_store.open_chunk_count(session, job_id) == 0:
+        links = waypoint_store.link_in_order(session, job["user_id"], job_store.sequence_of(session, job_id))
+        job_store.merge_result(session, job_id, {"next_links": links})
+    return status

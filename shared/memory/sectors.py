@@ -1,0 +1,179 @@
+"""The five memory sectors and OpenMemory's HSG regex classifier.
+
+Decay rates and weights are the architecture seed's. Patterns and rules are OpenMemory's
+`sector_configs` / `classify_content` (CaviraOSS/OpenMemory, packages/openmemory-js/src/memory/hsg.ts
+and its Python port packages/openmemory-py/src/openmemory/memory/hsg.py), with four deliberate changes:
+- matches are counted per occurrence, as the Python port's `len(pattern.findall(text))` does; the JS
+  `text.match(pattern).length` counts capture groups instead, so patterns with more groups weighed more;
+- semantic also matches "define|definition|meaning", the seed's documented first semantic pattern;
+- `I\\s*'?m going to` instead of `I\\s+'?m`, which could never match "I'm going to";
+- "recipe" instead of the upstream typo "recipie".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TypeVar
+
+from shared.api.common import SECTORS
+
+DEFAULT_SECTOR = "semantic"
+# OpenMemory: an extra sector must score at least max(1, 30% of the primary's score).
+ADDITIONAL_FRACTION = 0.3
+ADDITIONAL_MIN_SCORE = 1.0
+NO_MATCH_CONFIDENCE = 0.2
+
+
+def _patterns(*sources: str) -> tuple[re.Pattern[str], ...]:
+    # Case-insensitive by lower-casing the text once (classify) and the patterns here: the same matches
+    # as re.IGNORECASE for these ASCII word lists, at about half the cost on the ingest path.
+    for source in sources:  # lower-casing must not turn an escape such as \\S or \\B into another one
+        if re.search(r"\\[A-Z]", source):
+            raise ValueError(f"sector pattern {source!r} has an upper-case escape; it cannot be lower-cased")
+    return tuple(re.compile(source.lower()) for source in sources)
+
+
+@dataclass(frozen=True)
+class SectorConfig:
+    name: str
+    decay_lambda: float
+    weight: float
+    patterns: tuple[re.Pattern[str], ...]
+    description: str
+
+
+SECTOR_CONFIGS: Mapping[str, SectorConfig] = MappingProxyType(
+    {
+        "episodic": SectorConfig(
+            name="episodic",
+            decay_lambda=0.015,
+            weight=1.2,
+            patterns=_patterns(
+                r"\b(today|yesterday|tomorrow|last\s+(week|month|year)|next\s+(week|month|year))\b",
+                r"\b(remember\s+when|recall|that\s+time|when\s+I|I\s+was|we\s+were)\b",
+                r"\b(went|saw|met|felt|heard|visited|attended|participated)\b",
+                r"\b(at\s+\d{1,2}:\d{2}|on\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
+                r"\b(event|moment|experience|incident|occurrence|happened)\b",
+                r"\bI\s*'?m\s+going\s+to\b",
+            ),
+            description="Events and experiences: what happened, when and where.",
+        ),
+        "semantic": SectorConfig(
+            name="semantic",
+            decay_lambda=0.005,
+            weight=1.0,
+            patterns=_patterns(
+                r"\b(is\s+a|represents|means|stands\s+for|defined\s+as|define|definition|meaning)\b",
+                r"\b(concept|theory|principle|law|hypothesis|theorem|axiom)\b",
+                r"\b(fact|statistic|data|evidence|proof|research|study|report)\b",
+                r"\b(capital|population|distance|weight|height|width|depth)\b",
+                r"\b(history|science|geography|math|physics|biology|chemistry)\b",
+                r"\b(know|understand|learn|read|write|speak)\b",
+            ),
+            description="Facts and knowledge, independent of when they were learned.",
+        ),
+        "procedural": SectorConfig(
+            name="procedural",
+            decay_lambda=0.008,
+            weight=1.1,
+            patterns=_patterns(
+                r"\b(how\s+to|step\s+by\s+step|guide|tutorial|manual|instructions)\b",
+                r"\b(first|second|then|next|finally|afterwards|lastly)\b",
+                r"\b(install|run|execute|compile|build|deploy|configure|setup)\b",
+                r"\b(click|press|type|enter|select|drag|drop|scroll)\b",
+                r"\b(method|function|class|algorithm|routine|recipe)\b",
+                r"\b(to\s+do|to\s+make|to\s+build|to\s+create)\b",
+            ),
+            description="How-to knowledge: steps, processes, skills.",
+        ),
+        "emotional": SectorConfig(
+            name="emotional",
+            decay_lambda=0.020,
+            weight=1.3,
+            patterns=_patterns(
+                r"\b(feel|feeling|felt|emotions?|mood|vibe)\b",
+                r"\b(happy|sad|angry|mad|excited|scared|anxious|nervous|depressed)\b",
+                r"\b(love|hate|like|dislike|adore|detest|enjoy|loathe)\b",
+                r"\b(amazing|terrible|awesome|awful|wonderful|horrible|great|bad)\b",
+                r"\b(frustrated|confused|overwhelmed|stressed|relaxed|calm)\b",
+                r"\b(wow|omg|yay|nooo|ugh|sigh)\b",
+                r"!{2,}",
+            ),
+            description="Feelings and sentiment.",
+        ),
+        "reflective": SectorConfig(
+            name="reflective",
+            decay_lambda=0.001,
+            weight=0.8,
+            patterns=_patterns(
+                r"\b(realize|realized|realization|insight|epiphany)\b",
+                r"\b(think|thought|thinking|ponder|contemplate|reflect)\b",
+                r"\b(understand|understood|understanding|grasp|comprehend)\b",
+                r"\b(pattern|trend|connection|link|relationship|correlation)\b",
+                r"\b(lesson|moral|takeaway|conclusion|summary|implication)\b",
+                r"\b(feedback|review|analysis|evaluation|assessment)\b",
+                r"\b(improve|grow|change|adapt|evolve)\b",
+            ),
+            description="Meta-cognition: insights, lessons, conclusions.",
+        ),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Classification:
+    primary: str
+    additional: tuple[str, ...]
+    confidence: float
+    scores: Mapping[str, float]
+
+    @property
+    def sectors(self) -> tuple[str, ...]:
+        """Primary first, then the additional sectors."""
+        return (self.primary, *self.additional)
+
+
+def sector_score(text: str, config: SectorConfig) -> float:
+    """Pattern occurrences in the text (any case) times the sector's weight."""
+    return _score(text.lower(), config)
+
+
+def _score(lowered: str, config: SectorConfig) -> float:
+    return sum(len(pattern.findall(lowered)) for pattern in config.patterns) * config.weight
+
+
+def classify(text: str, *, default_sector: str = DEFAULT_SECTOR) -> Classification:
+    """Primary, additional sectors and confidence by OpenMemory's pattern-score rules."""
+    validate_sector(default_sector)
+    lowered = text.lower()
+    scores = MappingProxyType({name: _score(lowered, SECTOR_CONFIGS[name]) for name in SECTORS})
+    # sorted() is stable, so ties keep SECTORS order.
+    ranked = sorted(SECTORS, key=lambda name: -scores[name])
+    primary, top, runner_up = ranked[0], scores[ranked[0]], scores[ranked[1]]
+    if top <= 0:
+        return Classification(default_sector, (), NO_MATCH_CONFIDENCE, scores)
+    threshold = max(ADDITIONAL_MIN_SCORE, top * ADDITIONAL_FRACTION)
+    additional = tuple(name for name in ranked[1:] if scores[name] > 0 and scores[name] >= threshold)
+    confidence = min(1.0, top / (top + runner_up + 1))
+    return Classification(primary, additional, confidence, scores)
+
+
+def validate_sector(name: str) -> str:
+    """Return the name if it is one of the five sectors, else raise ValueError."""
+    if name not in SECTOR_CONFIGS:
+        raise ValueError(f"unknown sector {name!r}; expected one of: {', '.join(SECTORS)}")
+    return name
+
+
+T = TypeVar("T")
+
+
+def group_sectors(per_sector: Mapping[str, T]) -> list[tuple[T, list[str]]]:
+    """Sectors grouped by the object they share (a provider, a query vector): one group in simple mode."""
+    groups: dict[int, tuple[T, list[str]]] = {}
+    for sector, value in per_sector.items():
+        groups.setdefault(id(value), (value, []))[1].append(sector)
+    return list(groups.values())

@@ -1,0 +1,1 @@
+"""The read path: candidates, expansion over waypoints, scoring, selection, one module per stage."""

@@ -1,0 +1,159 @@
+"""Stage 1 of the read path: the query's candidates.
+
+The query is embedded once per model; full text (BM25 with the tenant's statistics) and the vector search
+(each searched sector's HNSW index, and the fresh tier exactly) each return k x 4 candidates, fused by RRF; when
+the query names a bounded period ("in May 2023", "yesterday"), the memories of that period are searched on their
+own too. Full text may run on a second connection beside embedding and the dense search.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlalchemy.orm import Session
+
+from shared.embedding import EmbeddingProvider
+from shared.embedding.calls import EmbedCall, embed_query_timed
+from shared.memory import sectors as sector_rules
+from shared.memory.sectors import group_sectors
+from shared.retrieval.fusion import Candidate, fuse
+from shared.retrieval.lexical import LexicalParams
+from shared.retrieval.params import RetrievalParams
+from shared.retrieval.temporal import Period, query_period
+from shared.storage import bm25, search
+from shared.storage.rows import SectorVector
+from shared.storage.sector_models import per_sector
+from shared.text import normalize_content
+
+if TYPE_CHECKING:
+    from shared.retrieval.service import Ask, Stopwatch
+
+SessionFactory = Callable[[], AbstractContextManager[Session]]
+Ranked = list[tuple[uuid.UUID, float]]
+
+
+@dataclass
+class Found:
+    """What stage 1 found: the hits (fused, with the period's), and what later stages need of the query."""
+
+    hits: dict[uuid.UUID, Candidate]
+    queries: dict[str, SectorVector]  # the query as each sector's model embeds it
+    sectors: tuple[str, ...]  # the sectors whose vectors were searched
+    max_lexical: float  # the best BM25 score: lexical strength is relative to it
+    period: Period | None  # the period the query names, if time anchoring is on
+    calls: list[EmbedCall] = field(default_factory=list)  # model calls made (not cache hits)
+
+
+class CandidateSearch:
+    """Stage 1, configured once per process."""
+
+    def __init__(
+        self,
+        query_embedders: Mapping[str, EmbeddingProvider] | EmbeddingProvider,
+        *,
+        lexical: LexicalParams,
+        params: RetrievalParams,
+        ladder: Callable[[int], Sequence[int]],
+    ) -> None:
+        self.query_embedders = per_sector(query_embedders)
+        self.lexical = lexical
+        self.params = params
+        self.ladder = ladder
+        # Threads for the full-text stage of queries given a second session (created when first needed).
+        self._side = (
+            ThreadPoolExecutor(params.parallel_threads, thread_name_prefix="mnemoflow-lexical")
+            if params.parallel_threads
+            else None
+        )
+
+    def find(self, session: Session, ask: Ask, watch: Stopwatch, side_session: SessionFactory | None) -> Found:
+        options, p = ask.options, self.params
+        beside: Future[tuple[Ranked, float]] | None = None
+        if options.lexical and side_session is not None and self._side is not None:
+            beside = self._side.submit(self._lexical_beside, side_session, ask)
+        queries, calls = self.embed(ask.text)
+        watch.lap("embed")
+        lexical: Ranked = []
+        if options.lexical and beside is None:
+            lexical = self._lexical(session, ask)
+            watch.lap("lexical")
+        sectors = self.sectors_to_search(ask)
+        searched = {sector: queries[sector] for sector in sectors}
+        dense = (
+            search.dense_candidates(session, ask.user_id, searched, limit=ask.pool, where=ask.where, ladder=self.ladder)
+            if options.dense
+            else []
+        )
+        dense = [(memory_id, sim) for memory_id, sim in dense if sim >= p.dense_min_similarity]
+        watch.lap("dense")
+        # Time anchoring: the period the query names ("in May 2023", "yesterday"), searched on its own as well.
+        period = (
+            query_period(ask.text, ask.now) if ask.scoring.period_weight > 0 and options.rank == "composite" else None
+        )
+        bounds = period.bounds() if period and options.dense and p.period_scan_limit else None
+        anchored: Ranked = []
+        if bounds is not None:
+            anchored = search.period_candidates(
+                session,
+                ask.user_id,
+                searched,
+                start=bounds[0],
+                end=bounds[1],
+                where=ask.where,
+                limit=ask.pool,
+                scan_limit=p.period_scan_limit,
+                ladder=self.ladder,
+            )
+            watch.lap("period")
+        if beside is not None:
+            lexical, lexical_ms = beside.result()
+            watch.lap("lexical_wait")  # how much longer than embedding + dense search the full-text stage took
+            watch.laps["lexical"] = lexical_ms
+        hits = fuse(lexical, dense, rrf_k=p.rrf_k, limit=ask.pool)
+        # What happened then, found or not; no similarity floor: the period is what selects them ("what did we
+        # say yesterday?" shares little with what was said), their similarity only orders them.
+        for rank, (memory_id, sim) in enumerate(anchored, start=1):
+            hits.setdefault(memory_id, Candidate(memory_id, dense_similarity=sim)).period_rank = rank
+        max_lexical = max((score for _, score in lexical), default=0.0)
+        return Found(hits, queries, sectors, max_lexical, period, calls)
+
+    def embed(self, text: str) -> tuple[dict[str, SectorVector], list[EmbedCall]]:
+        """The query embedded by each sector's model (once per model; the cache may answer instead)."""
+        queries: dict[str, SectorVector] = {}
+        calls: list[EmbedCall] = []
+        for provider, sectors_of_model in group_sectors(self.query_embedders):
+            vectors, call = embed_query_timed(provider, [normalize_content(text)])
+            if call is not None:  # a model call, not a cache hit
+                calls.append(call)
+            shared_query = SectorVector(provider.model, vectors[0])
+            queries |= dict.fromkeys(sectors_of_model, shared_query)
+        return queries, calls
+
+    @staticmethod
+    def sectors_to_search(ask: Ask) -> tuple[str, ...]:
+        """The filter's sectors; else, with `classify`, the query's own sectors (OpenMemory); else all five."""
+        if ask.wanted_sectors:
+            return tuple(ask.wanted_sectors)
+        if ask.options.classify:
+            query_class = sector_rules.classify(ask.text)
+            if query_class.scores[query_class.primary] > 0:
+                return query_class.sectors
+        return tuple(sector_rules.SECTORS)
+
+    def _lexical(self, session: Session, ask: Ask) -> Ranked:
+        return bm25.lexical_candidates(
+            session, ask.user_id, ask.text, limit=ask.pool, where=ask.where, params=self.lexical
+        )
+
+    def _lexical_beside(self, side_session: SessionFactory, ask: Ask) -> tuple[Ranked, float]:
+        """The full-text stage on a session of its own (a thread of `_side`); its candidates and milliseconds."""
+        started = time.perf_counter()
+        with side_session() as session:
+            found = self._lexical(session, ask)
+        return found, round((time.perf_counter() - started) * 1000, 3)

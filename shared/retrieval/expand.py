@@ -1,0 +1,93 @@
+"""Stage 2 of the read path: the hits' rows and their waypoints, and what the links and time add to them.
+
+One round trip reads the hits, the memories up to two association or reading-order links away, each with
+the query's cosine to it, and the links among them. Then, in Python: spreading activation from the hits
+(OpenMem), the filters applied to what the links reached, context support along reading order, and time
+anchoring (which candidates occurred in the period the query names).
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.orm import Session
+
+from shared.retrieval.candidates import Found
+from shared.retrieval.fusion import Candidate
+from shared.retrieval.graph import context_support, spread_activation
+from shared.retrieval.scoring import relevance
+from shared.storage import search
+from shared.storage.rows import happened_at
+
+if TYPE_CHECKING:
+    from shared.retrieval.service import Ask, Stopwatch
+
+
+@dataclass
+class Expanded:
+    """The candidates (hits and what their links reached, filtered) with their lean rows."""
+
+    candidates: dict[uuid.UUID, Candidate]
+    rows: dict[uuid.UUID, dict[str, Any]]
+    cosines: dict[uuid.UUID, float | None]  # None: no vector to compare with the query (a fingerprint)
+    contradicts: list[tuple[uuid.UUID, uuid.UUID]]
+
+
+def expand(
+    session: Session,
+    ask: Ask,
+    found: Found,
+    watch: Stopwatch,
+    *,
+    max_hops: int,
+    ladder: Callable[[int], Sequence[int]],
+) -> Expanded:
+    hits, options, scoring = found.hits, ask.options, ask.scoring
+    rows, links, reading_order, contradicts = search.fetch_with_links(
+        session,
+        ask.user_id,
+        list(hits),
+        found.queries,
+        known_cosine=[i for i, c in hits.items() if c.dense_similarity is not None],
+        max_hops=max_hops if options.waypoints else 1,
+        ladder=ladder,
+    )
+    watch.lap("fetch")
+
+    def cosine_of(memory_id: uuid.UUID, candidate: Candidate) -> float | None:
+        """The query's similarity to the memory; None when it has no vector to compare (a fingerprint)."""
+        if candidate.dense_similarity is not None:
+            return candidate.dense_similarity
+        cosine = rows[memory_id]["cosine"] if memory_id in rows else None
+        return None if cosine is None else float(cosine)
+
+    own_relevance = functools.partial(
+        relevance,
+        max_lexical=found.max_lexical,
+        fusion_alpha=scoring.fusion_alpha,
+        lexical_power=scoring.lexical_power,
+    )
+    if options.waypoints:  # each hit spreads its own relevance to the query
+        energy = {i: own_relevance(c, cosine=cosine_of(i, c)) for i, c in hits.items()}
+        activated = spread_activation(hits, links, max_hops=max_hops, decay_per_hop=scoring.hop_decay, energy=energy)
+        candidates = hits | activated
+    else:
+        candidates = dict(hits)
+    if ask.where.active:  # linked memories must pass the same filters as direct hits
+        candidates = {i: c for i, c in candidates.items() if i in rows and ask.where.passes(rows[i])}
+    cosines = {i: cosine_of(i, c) for i, c in candidates.items() if i in rows}
+    if options.waypoints and scoring.context_weight > 0 and reading_order:  # what surrounds it in reading order
+        own = {i: own_relevance(c, cosine=cosines[i]) for i, c in candidates.items() if i in cosines}
+        for memory_id, (support, lender) in context_support(own, reading_order, max_hops=max_hops).items():
+            candidates[memory_id].support, candidates[memory_id].support_from = support, lender
+    if found.period:  # time anchoring: the memories that occurred in the period the query names
+        for memory_id, candidate in candidates.items():
+            row = rows.get(memory_id)
+            if row is not None:
+                candidate.in_period = found.period.contains(happened_at(row).astimezone(UTC))
+    return Expanded(candidates, rows, cosines, contradicts)

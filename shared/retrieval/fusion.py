@@ -1,0 +1,85 @@
+"""The read path's first join: full-text and vector candidates fused by Reciprocal Rank Fusion (recall seed, k = 60).
+
+`Candidate` is everything known about one memory on its way through the read path; it becomes the trace a
+match carries. A candidate that a ranker found is a *hit*; one reached only through waypoints is not.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T", bound=Hashable)
+
+
+@dataclass
+class Candidate:
+    """Everything known about one memory on its way through the pipeline (becomes the trace)."""
+
+    id: uuid.UUID
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    dense_rank: int | None = None
+    dense_similarity: float | None = None
+    rrf_score: float = 0.0
+    hops: int = 0
+    via: uuid.UUID | None = None
+    trail: tuple[uuid.UUID, ...] = ()  # from the hit to `via`, for memories reached through waypoints
+    waypoint_weight: float = 0.0
+    activation: float = 0.0  # the relevance spread to it through waypoints (from its hit, or a linked hit's)
+    support: float = 0.0  # the best relevance among the memories linked to it (graph.context_support)
+    support_from: uuid.UUID | None = None
+    in_period: bool = False  # it occurred in the period the query names (time anchoring)
+    period_rank: int | None = None  # its rank in the search of that period, when that search found it
+    similarity: float = 0.0
+    components: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
+
+    @property
+    def path(self) -> list[str]:
+        return [str(i) for i in (*self.trail, self.id)] if self.trail else [str(self.id)]
+
+    @property
+    def traversed(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """The waypoints walked to reach this memory, in order."""
+        steps = (*self.trail, self.id)
+        return list(itertools.pairwise(steps))
+
+
+def rrf_fuse(rankings: Sequence[Sequence[T]], k: int = 60) -> dict[T, float]:
+    """Reciprocal Rank Fusion (Cormack et al. 2009): each id scores the sum of 1/(k + rank) over the lists."""
+    if k < 0:
+        raise ValueError(f"k must be non-negative, got {k}")
+    scores: dict[T, float] = {}
+    for ranking in rankings:
+        seen: set[T] = set()
+        for rank, item in enumerate(ranking, start=1):
+            # A ranker listing an id twice (several chunks of one memory) counts only its best rank.
+            if item in seen:
+                continue
+            seen.add(item)
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+def fuse(
+    lexical: Sequence[tuple[uuid.UUID, float]],
+    dense: Sequence[tuple[uuid.UUID, float]],
+    *,
+    rrf_k: int,
+    limit: int,
+) -> dict[uuid.UUID, Candidate]:
+    """Reciprocal Rank Fusion of the two rankers; keeps the best `limit` (either list may be empty)."""
+    fused = rrf_fuse([[i for i, _ in lexical], [i for i, _ in dense]], k=rrf_k)
+    candidates: dict[uuid.UUID, Candidate] = {}
+    for rank, (memory_id, score) in enumerate(lexical, start=1):
+        candidates.setdefault(memory_id, Candidate(memory_id)).__dict__.update(lexical_rank=rank, lexical_score=score)
+    for rank, (memory_id, sim) in enumerate(dense, start=1):
+        candidates.setdefault(memory_id, Candidate(memory_id)).__dict__.update(dense_rank=rank, dense_similarity=sim)
+    for memory_id, score in fused.items():
+        candidates[memory_id].rrf_score = score
+    best = sorted(candidates.values(), key=lambda c: (-c.rrf_score, str(c.id)))[:limit]
+    return {c.id: c for c in best}

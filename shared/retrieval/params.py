@@ -1,0 +1,26 @@
+"""What the read path's stages take besides scoring (`Settings.retrieval`): pool sizes, the gate, the hops."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RetrievalParams:
+    """Defaults are the seeds' (RRF k = 60, two hops, top_k x 4 candidates) and the product's."""
+
+    default_k: int = 8
+    max_k: int = 200
+    min_score: float = 0.3  # the composite score's gate (OM_MIN_SCORE); a request may set its own
+    candidate_multiplier: int = 4  # each ranker returns k x this candidates
+    # kNN always returns neighbours; below this cosine a "neighbour" is noise, not a dense hit.
+    dense_min_similarity: float = 0.05
+    rrf_k: int = 60
+    # Spreading activation over waypoints (OpenMem: both directions, max_hops 2, decay 0.5 per hop, max wins)
+    max_hops: int = 2
+    # Time anchoring searches the period a query names on its own too: the latest this many memories of it,
+    # compared exactly with the query (0 = off)
+    period_scan_limit: int = 1_000
+    # The full-text stage runs on a second connection beside embedding and the dense search; its threads per
+    # process. 0 runs the stages one after the other on one connection.
+    parallel_threads: int = 16

@@ -1,0 +1,89 @@
+"""Stage 4 of the read path: what is returned. The threshold gate, MMR for diversity, the token budget, and the
+payload (content, metadata) of the memories kept: the hot tier's from the Redis cache, the rest in one query."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.orm import Session
+
+from shared.retrieval.fusion import Candidate
+from shared.retrieval.hot_rows import PAYLOAD_FIELDS, HotRowCache
+from shared.retrieval.mmr import comparable, mmr_order
+from shared.retrieval.packing import Packing, pack
+from shared.storage import search
+from shared.storage.rows import SectorVector
+
+if TYPE_CHECKING:
+    from shared.retrieval.service import Ask, Stopwatch
+
+Match = tuple[Candidate, dict[str, Any]]
+
+
+@dataclass
+class Selection:
+    matches: list[Match]  # best first, each with its row (payload included)
+    packing: Packing | None  # when the query set a token budget
+
+
+class Selector:
+    """Stage 4, configured once per process."""
+
+    def __init__(self, ladder: Callable[[int], Sequence[int]], row_cache: HotRowCache | None = None) -> None:
+        self.ladder = ladder
+        self.row_cache = row_cache  # hot-tier payloads (the gateway's); without it the payload is one more query
+
+    def select(
+        self,
+        session: Session,
+        ask: Ask,
+        scored: Sequence[Match],
+        queries: Mapping[str, SectorVector],
+        watch: Stopwatch,
+    ) -> Selection:
+        ranked = list(scored)
+        if ask.options.rank == "composite":  # the fused rank alone has no gate
+            ranked = [pair for pair in ranked if pair[0].score >= ask.min_score]
+        ranked.sort(key=lambda pair: (-pair[0].score, str(pair[0].id)))
+        if ask.diversity is not None and len(ranked) > 1:  # MMR re-orders what passed the gate
+            ranked = self._diversify(session, ranked, queries, ask.diversity)
+            watch.lap("mmr")
+        watch.lap("score")
+        packing = None
+        if ask.token_budget is None:
+            top = ranked[: ask.k]
+            self._hydrate(session, ask.user_id, [row for _, row in top])
+        else:  # the best that fit the budget, at most k (membox's greedy knapsack)
+            self._hydrate(session, ask.user_id, [row for _, row in ranked])
+            packing = pack([row["content"] for _, row in ranked], budget=ask.token_budget, limit=ask.k)
+            top = [ranked[i] for i in packing.chosen]
+        top = [(c, row) for c, row in top if "content" in row]  # deleted between the two reads
+        watch.lap("payload")
+        return Selection(top, packing)
+
+    def _diversify(
+        self, session: Session, ranked: list[Match], queries: Mapping[str, SectorVector], diversity: float
+    ) -> list[Match]:
+        by_id = {c.id: (c, row) for c, row in ranked}
+        best = max(c.score for c, _ in ranked) or 1.0
+        vectors = comparable(search.primary_vectors(session, list(by_id), queries), self.ladder)
+        order = mmr_order(
+            [c.id for c, _ in ranked], {c.id: c.score / best for c, _ in ranked}, vectors, lambda_=diversity
+        )
+        for memory_id, redundancy in order:
+            by_id[memory_id][0].components["redundancy"] = round(redundancy, 6)
+        return [by_id[memory_id] for memory_id, _ in order]
+
+    def _hydrate(self, session: Session, user_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Fill in the payload of lean rows: hot-tier ones from the cache, the rest in one query (then cached)."""
+        cached = self.row_cache.get(rows) if self.row_cache else {}
+        missing = [row["id"] for row in rows if row["id"] not in cached]
+        fetched = search.fetch_payloads(session, user_id, missing)
+        for row in rows:
+            payload = cached.get(row["id"]) or fetched.get(row["id"])
+            if payload is not None:
+                row.update((name, payload.get(name)) for name in PAYLOAD_FIELDS)
+        if self.row_cache and fetched:
+            self.row_cache.put([row for row in rows if row["id"] in fetched])

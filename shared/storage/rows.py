@@ -1,0 +1,135 @@
+"""What a memory row is on the way in and out of storage: its columns, the rows to insert, the filters.
+
+No SQL is run here: `MemoryFilter` writes a WHERE fragment for the modules that run it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+MEMORY_COLUMNS = (
+    "id, user_id, content, summary, primary_sector, sectors, tags, meta, salience, decay_lambda, coactivations, "
+    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, occurred_at, document_id"
+)
+# What scoring and filtering read (the read path's first fetch); the rest is the payload (`fetch_payloads`)
+LEAN_COLUMNS = (
+    "id, user_id, primary_sector, sectors, tags, salience, decay_lambda, coactivations, "
+    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, occurred_at, version"
+)
+
+
+@dataclass(frozen=True)
+class SectorVector:
+    """One sector's vector of a memory (or of a query), with the model that made it."""
+
+    model: str
+    vector: np.ndarray
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A memory ready to insert: classified, hashed, with a vector per sector."""
+
+    user_id: str
+    content: str
+    content_hash: str
+    primary_sector: str
+    sectors: tuple[str, ...]
+    tags: tuple[str, ...]
+    meta: dict[str, Any]
+    salience: float
+    decay_lambda: float
+    confidence: float
+    classification_confidence: float
+    vectors: Mapping[str, SectorVector]  # one per sector of `sectors`
+    document_id: uuid.UUID | None = None
+    chunk_index: int | None = None
+    occurred_at: datetime | None = None  # when what it records happened; None: when it is stored
+
+
+@dataclass(frozen=True)
+class StoredRef:
+    id: uuid.UUID
+    created: bool
+
+
+def occurred_sql(alias: str) -> str:
+    """When memory `alias` happened, in SQL: occurred_at, else when it was stored. Migration 0008 indexes
+    exactly this expression (per tenant); a query spelled otherwise cannot use the index."""
+    return f"COALESCE({alias}.occurred_at, {alias}.created_at)"
+
+
+def happened_at(row: Mapping[str, Any]) -> datetime:
+    """When a memory row happened: its occurred_at, else when it was stored (what `occurred_sql` reads)."""
+    return row["occurred_at"] or row["created_at"]
+
+
+@dataclass
+class MemoryFilter:
+    """Row filters shared by listing and retrieval."""
+
+    sectors: Sequence[str] | None = None
+    tags: Sequence[str] | None = None
+    start_time: datetime | None = None  # when it was stored (OpenMemory's startTime / endTime)
+    end_time: datetime | None = None
+    occurred_after: datetime | None = None  # when it happened: occurred_at, else when it was stored
+    occurred_before: datetime | None = None
+    extra_params: dict[str, Any] = field(default_factory=dict)
+
+    def sql(self, alias: str = "m") -> tuple[str, dict[str, Any]]:
+        """A SQL fragment (starting with AND, possibly empty) and its parameters."""
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
+        if self.sectors:
+            clauses.append(f"{alias}.sectors && CAST(:f_sectors AS text[])")
+            params["f_sectors"] = list(self.sectors)
+        if self.tags:
+            clauses.append(f"{alias}.tags @> CAST(:f_tags AS text[])")
+            params["f_tags"] = list(self.tags)
+        if self.start_time is not None:
+            clauses.append(f"{alias}.created_at >= :f_start")
+            params["f_start"] = self.start_time
+        if self.end_time is not None:
+            clauses.append(f"{alias}.created_at <= :f_end")
+            params["f_end"] = self.end_time
+        if self.occurred_after is not None:
+            clauses.append(f"{occurred_sql(alias)} >= :f_occurred_after")
+            params["f_occurred_after"] = self.occurred_after
+        if self.occurred_before is not None:
+            clauses.append(f"{occurred_sql(alias)} <= :f_occurred_before")
+            params["f_occurred_before"] = self.occurred_before
+        return "".join(f" AND {c}" for c in clauses), params
+
+    @property
+    def active(self) -> bool:
+        return bool(
+            self.sectors or self.tags or self.start_time or self.end_time or self.occurred_after or self.occurred_before
+        )
+
+    def passes(self, row: dict[str, Any]) -> bool:
+        """The same filters, on a row already read (a memory reached through a waypoint)."""
+        if self.sectors and not set(self.sectors) & set(row["sectors"]):
+            return False
+        if self.tags and not set(self.tags) <= set(row["tags"]):
+            return False
+        stored, occurred = row["created_at"], happened_at(row)
+        if (self.start_time and stored < self.start_time) or (self.end_time and stored > self.end_time):
+            return False
+        return not (
+            (self.occurred_after and occurred < self.occurred_after)
+            or (self.occurred_before and occurred > self.occurred_before)
+        )
+
+
+def row_to_dict(row: Any) -> dict[str, Any]:
+    """A memory row (SQLAlchemy's, or a dict from `read_rows`) as the API names its fields."""
+    data = dict(getattr(row, "_mapping", row))
+    if "meta" in data:
+        data["metadata"] = data.pop("meta") or {}
+    return data

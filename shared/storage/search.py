@@ -1,0 +1,319 @@
+"""The read path's SQL besides full text: dense and period candidates, the fetch of rows and their links, payloads.
+
+Reads go straight through psycopg (`shared.db.read_rows`): binary parameters, no ORM layers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import numpy as np
+from pgvector import Vector
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from shared.db import read_rows
+from shared.lifecycle.compression import pool_to
+from shared.memory.sectors import group_sectors, validate_sector
+from shared.storage.rows import LEAN_COLUMNS, MemoryFilter, SectorVector, occurred_sql, row_to_dict
+
+
+def query_rungs(vector: np.ndarray, ladder: Callable[[int], Sequence[int]]) -> dict[int, np.ndarray]:
+    """The query at each rung its model's vectors may be compressed to (pooled the way memories are)."""
+    full = np.asarray(vector, dtype=np.float32)
+    return {dim: full if dim == full.shape[0] else pool_to(full, dim) for dim in ladder(int(full.shape[0]))}
+
+
+def compressed_rungs(
+    session: Session, user_id: str, sectors: Sequence[str], dims: Sequence[int]
+) -> set[tuple[str, int]]:
+    """The (sector, dim) pairs among `dims` on which the tenant has vectors: one probe of a partition's
+    (user_id, dim) index per pair, in one round trip, so a query searches a compressed rung's index only where
+    it can find something. Sector and dim are literals on purpose: with parameters the planner cannot see that
+    a rung is rare and scans.
+
+    A separate round trip on purpose, too: written into the search itself as one-time filters, the rungs'
+    branches cost more to plan on every query (~2.4 ms of the dense stage's ~5.5 at 100k) than this probe."""
+    if not dims:
+        return set()
+    probes = [
+        f"SELECT '{sector}' AS sector, {int(dim)} AS dim WHERE EXISTS "
+        f"(SELECT 1 FROM memory_vectors_{sector} WHERE user_id = :user_id AND dim = {int(dim)})"
+        for sector in map(validate_sector, sectors)
+        for dim in dims
+    ]
+    rows = read_rows(session, " UNION ALL ".join(probes), {"user_id": user_id})
+    return {(r.sector, int(r.dim)) for r in rows}
+
+
+def dense_candidates(
+    session: Session,
+    user_id: str,
+    queries: Mapping[str, SectorVector],
+    *,
+    limit: int,
+    where: MemoryFilter,
+    ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
+) -> list[tuple[uuid.UUID, float]]:
+    """Nearest memories by cosine over each sector's HNSW index, best similarity per memory, best first.
+
+    `ladder`: the dimensions a model's vectors may have been compressed to (decay); each rung the tenant has
+    vectors on is searched with the query pooled to it, through that rung's own partial HNSW index.
+
+    `queries`: the sectors to search, each with the query embedded by that sector's model; only vectors
+    of that model count (during a re-embed a store holds two models' vectors).
+    """
+    if not queries:
+        return []
+    clause, params = where.sql("m")
+    filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
+    groups = group_sectors(queries)
+    smaller = {d for query, _ in groups for d in ladder(int(query.vector.shape[0]))[1:]}
+    present = compressed_rungs(session, user_id, list(queries), sorted(smaller)) if smaller else set()
+    parts = []
+    for g, (query, sectors) in enumerate(groups):
+        params[f"model{g}"] = query.model
+        for dim, vector in query_rungs(query.vector, ladder).items():
+            full = dim == int(query.vector.shape[0])
+            on_rung = sectors if full else [sector for sector in sectors if (sector, dim) in present]
+            if not on_rung:
+                continue
+            name = f"q{g}_{dim}"
+            distance = f"v.embedding::vector({dim}) <=> CAST(:{name} AS vector({dim}))"
+            params[name] = Vector(vector)
+            # Settled rows through each partition's HNSW index (one ordered index scan per sector) ...
+            for sector in on_rung:
+                params[f"s_{sector}"] = sector
+                parts.append(
+                    f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
+                         FROM memory_vectors v
+                         WHERE v.sector = :s_{sector} AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id
+                           AND v.model = :model{g}{filter_sql}
+                         ORDER BY {distance}
+                         LIMIT :limit)"""
+                )
+            # ... and the tenant's fresh rows, in all those sectors at once, by exact scan of the fresh index.
+            params[f"fresh{g}_{dim}"] = on_rung
+            parts.append(
+                f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
+                     FROM memory_vectors v
+                     WHERE v.sector = ANY(CAST(:fresh{g}_{dim} AS text[])) AND v.dim = {dim} AND NOT v.indexed
+                       AND v.user_id = :user_id AND v.model = :model{g}{filter_sql}
+                     ORDER BY {distance}
+                     LIMIT :limit)"""
+            )
+    rows = read_rows(session, " UNION ALL ".join(parts), params | {"user_id": user_id, "limit": limit})
+    best: dict[uuid.UUID, float] = {}
+    for r in rows:
+        best[r.memory_id] = max(best.get(r.memory_id, -1.0), float(r.sim))
+    return sorted(best.items(), key=lambda kv: (-kv[1], str(kv[0])))
+
+
+class FetchedLinks(NamedTuple):
+    """What `fetch_with_links` read: lean rows by id, and the links among them by kind."""
+
+    rows: dict[uuid.UUID, dict[str, Any]]
+    links: list[tuple[uuid.UUID, uuid.UUID, float]]  # association and `next`: activation spreads along both
+    order: list[tuple[uuid.UUID, uuid.UUID, float]]  # `next` alone: the reading order context support follows
+    contradicts: list[tuple[uuid.UUID, uuid.UUID]]
+
+
+def fetch_with_links(
+    session: Session,
+    user_id: str,
+    hit_ids: Sequence[uuid.UUID],
+    queries: Mapping[str, SectorVector],
+    *,
+    known_cosine: Sequence[uuid.UUID] = (),
+    max_hops: int = 1,
+    ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
+) -> FetchedLinks:
+    """One round trip for what scoring needs: the hits, the memories up to `max_hops` (1 or 2) association or
+    reading-order (`next`) waypoints away (either direction), each with `cosine` (the query's similarity to its
+    primary-sector vector; None for `known_cosine` ids, which the dense search already measured), the links
+    that spread activation, those of them that are reading order, and the `contradicts` edges from those
+    memories.
+
+    Rows are lean: without their payload (content, summary, metadata, document) but with `version`; the
+    caller scores many and reads the payload of the few it returns (`fetch_payloads`, or the hot-row cache)."""
+    if not hit_ids:
+        return FetchedLinks({}, [], [], [])
+    params: dict[str, Any] = {}
+    cosine = f"CASE WHEN m.id = ANY(CAST(:known AS uuid[])) THEN NULL {_cosine_branches(queries, ladder, params)} END"
+    rows = read_rows(
+        session,
+        f"""
+            WITH direct AS (
+                SELECT src_id, dst_id, weight, kind FROM waypoints
+                WHERE kind IN ('association', 'next', 'contradicts') AND user_id = :user_id
+                  AND (src_id = ANY(CAST(:ids AS uuid[])) OR dst_id = ANY(CAST(:ids AS uuid[])))
+            ),
+            hop1 AS (
+                SELECT src_id AS id FROM direct WHERE kind <> 'contradicts'
+                UNION SELECT dst_id FROM direct WHERE kind <> 'contradicts'
+            ),
+            further AS (  -- the links of the memories one hop away, when activation spreads further
+                -- (index lookups by an id array, each direction on its own: a join or an OR of the two
+                -- directions lets the planner scan the whole table)
+                SELECT src_id, dst_id, weight, kind FROM waypoints
+                WHERE :max_hops >= 2 AND kind IN ('association', 'next') AND user_id = :user_id
+                  AND src_id = ANY(ARRAY(SELECT id FROM hop1))
+                UNION
+                SELECT src_id, dst_id, weight, kind FROM waypoints
+                WHERE :max_hops >= 2 AND kind IN ('association', 'next') AND user_id = :user_id
+                  AND dst_id = ANY(ARRAY(SELECT id FROM hop1))
+            ),
+            links AS (SELECT * FROM direct UNION SELECT * FROM further),
+            wanted AS (
+                SELECT unnest(CAST(:ids AS uuid[])) AS id
+                UNION SELECT src_id FROM links WHERE kind <> 'contradicts'
+                UNION SELECT dst_id FROM links WHERE kind <> 'contradicts'
+            )
+            SELECT {LEAN_COLUMNS.replace("id, ", "m.id, ", 1)},
+                   {cosine} AS cosine,
+                   lk.dst_ids, lk.weights, lk.kinds
+            FROM memories m JOIN wanted w ON w.id = m.id
+            LEFT JOIN LATERAL (  -- its links out, as arrays: binary ids and floats, not text to parse
+                SELECT array_agg(l.dst_id) AS dst_ids, array_agg(CAST(l.weight AS double precision)) AS weights,
+                       array_agg(l.kind) AS kinds
+                FROM links l WHERE l.src_id = m.id
+            ) lk ON true
+            """,
+        params
+        | {
+            "ids": list(hit_ids),
+            "known": list(known_cosine),
+            "user_id": user_id,
+            "max_hops": max_hops,
+        },
+        as_dicts=True,
+    )
+    memories: dict[uuid.UUID, dict[str, Any]] = {}
+    links: list[tuple[uuid.UUID, uuid.UUID, float]] = []
+    order: list[tuple[uuid.UUID, uuid.UUID, float]] = []
+    contradicts: list[tuple[uuid.UUID, uuid.UUID]] = []
+    for row in rows:
+        if row["user_id"] != user_id:  # looked up by primary key; the tenant is checked on the rows
+            continue
+        src = row["id"]
+        out = (row.pop("dst_ids") or (), row.pop("weights") or (), row.pop("kinds") or ())
+        for dst, weight, kind in zip(*out, strict=True):  # aggregated from the same rows
+            if kind == "contradicts":
+                contradicts.append((src, dst))
+                continue
+            links.append((src, dst, weight))  # association links and reading order (`next`) both spread
+            if kind == "next":
+                order.append((src, dst, weight))
+        memories[row["id"]] = row
+    return FetchedLinks(memories, links, order, contradicts)
+
+
+def _cosine_branches(
+    queries: Mapping[str, SectorVector], ladder: Callable[[int], Sequence[int]], params: dict[str, Any]
+) -> str:
+    """SQL `WHEN … THEN` branches giving memory `m` the query's similarity to its primary-sector vector (a
+    compressed memory compared with the query pooled to its rung); adds the query vectors to `params`."""
+    branches = []
+    for g, (query, sectors) in enumerate(group_sectors(queries)):
+        params |= {f"model{g}": query.model, f"qs{g}": sectors}
+        rungs = query_rungs(query.vector, ladder)
+        for dim, vector in rungs.items():
+            params[f"q{g}_{dim}"] = Vector(vector)
+        pooled_query = " ".join(f"WHEN {dim} THEN CAST(:q{g}_{dim} AS vector)" for dim in rungs)
+        branches.append(
+            f"""WHEN m.primary_sector = ANY(CAST(:qs{g} AS text[])) THEN
+                       (SELECT 1 - (v.embedding <=> CASE v.dim {pooled_query} END)
+                        FROM memory_vectors v
+                        WHERE v.memory_id = m.id AND v.sector = m.primary_sector
+                          AND v.dim IN ({", ".join(str(d) for d in rungs)}) AND v.model = :model{g})"""
+        )
+    return " ".join(branches)
+
+
+def period_candidates(
+    session: Session,
+    user_id: str,
+    queries: Mapping[str, SectorVector],
+    *,
+    start: datetime,
+    end: datetime,
+    where: MemoryFilter,
+    limit: int,
+    scan_limit: int,
+    ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
+) -> list[tuple[uuid.UUID, float]]:
+    """The tenant's memories that happened in [start, end) (occurred_at, else when stored) and pass `where`,
+    most similar to the query first (best `limit`): the period a query names, searched on its own, so time
+    anchoring can rank what happened then even when neither the words nor the vector search found it.
+
+    Exact, not approximate: the `scan_limit` latest memories of the period are compared with the query (the
+    (user_id, occurred) index gives them in order), so a narrow period ("yesterday") is searched whole and a
+    broad one ("2023" in a large store) costs at most `scan_limit` comparisons. Memories without a vector
+    of the query's model (a fingerprint) are left out."""
+    if not queries or start >= end:
+        return []
+    clause, params = where.sql("m")
+    branches = _cosine_branches(queries, ladder, params)
+    happened = occurred_sql("m")
+    rows = read_rows(
+        session,
+        f"""
+            WITH period AS MATERIALIZED (
+                SELECT m.id, m.primary_sector FROM memories m
+                WHERE m.user_id = :user_id AND {happened} >= :p_start AND {happened} < :p_end{clause}
+                ORDER BY {happened} DESC
+                LIMIT :scan_limit
+            ),
+            measured AS (SELECT m.id, CASE {branches} END AS sim FROM period m)
+            SELECT id, sim FROM measured WHERE sim IS NOT NULL ORDER BY sim DESC, id LIMIT :limit
+            """,
+        params | {"user_id": user_id, "p_start": start, "p_end": end, "scan_limit": scan_limit, "limit": limit},
+    )
+    return [(r.id, float(r.sim)) for r in rows]
+
+
+def fetch_payloads(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    """Content, summary, metadata and document of the tenant's memories among `memory_ids`."""
+    if not memory_ids:
+        return {}
+    rows = read_rows(
+        session,
+        "SELECT id, content, summary, meta, document_id FROM memories "
+        "WHERE id = ANY(CAST(:ids AS uuid[])) AND user_id = :user_id",
+        {"ids": list(memory_ids), "user_id": user_id},
+        as_dicts=True,
+    )
+    return {row["id"]: row_to_dict(row) for row in rows}
+
+
+def primary_vectors(
+    session: Session, memory_ids: Sequence[uuid.UUID], queries: Mapping[str, SectorVector]
+) -> dict[uuid.UUID, np.ndarray]:
+    """Each memory's primary-sector vector, of the model its sector is queried with (for MMR)."""
+    if not memory_ids:
+        return {}
+    sectors = list(queries)
+    rows = session.execute(
+        text(
+            """
+            SELECT v.memory_id, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.memory_id
+            JOIN unnest(CAST(:sectors AS text[]), CAST(:models AS text[])) AS q(sector, model)
+              ON q.sector = m.primary_sector
+            WHERE v.memory_id = ANY(CAST(:ids AS uuid[])) AND v.sector = m.primary_sector AND v.model = q.model
+            """
+        ),
+        {
+            "ids": [str(i) for i in memory_ids],
+            "sectors": sectors,
+            "models": [queries[sector].model for sector in sectors],
+        },
+    ).all()
+    return {r.memory_id: _as_array(r.embedding) for r in rows}
+
+
+def _as_array(value: Any) -> np.ndarray:
+    """pgvector gives a Vector (or a numpy array, by version); float32 either way."""
+    return np.asarray(value.to_numpy() if isinstance(value, Vector) else value, dtype=np.float32)

@@ -1,0 +1,173 @@
+"""Which embedding model made each sector's vectors, and the lock that keeps it so.
+
+A store has one model per sector (the same one everywhere in simple mode). Writers hold a shared
+advisory lock for their transaction and check that their models are the store's; a re-embed switches
+models under the exclusive lock, after the last vector of another model is gone, so no vector of an
+old model can land after the switch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from shared.config import Settings
+from shared.embedding import EmbeddingProvider
+from shared.errors import Conflict
+from shared.lifecycle.compression import dimension_ladder
+from shared.memory.sectors import SECTORS
+from shared.storage.vector_index import create_vector_index_sql
+
+STORE_MODEL_LOCK = 727276
+INDEX_DDL_LOCK = 727277
+
+SectorEmbedders = Mapping[str, EmbeddingProvider]
+
+
+@dataclass(frozen=True)
+class StoreModel:
+    provider: str
+    model: str
+    dim: int
+
+
+def of(embedder: EmbeddingProvider) -> StoreModel:
+    return StoreModel(embedder.name, embedder.model, embedder.dim)
+
+
+def per_sector(embedders: SectorEmbedders | EmbeddingProvider) -> dict[str, EmbeddingProvider]:
+    """A provider for every sector: a single provider stands for all of them."""
+    if isinstance(embedders, Mapping):
+        return {sector: embedders[sector] for sector in SECTORS}
+    return dict.fromkeys(SECTORS, embedders)
+
+
+def current_models(session: Session) -> dict[str, StoreModel]:
+    rows = session.execute(text("SELECT sector, provider, model, dim FROM sector_models")).all()
+    return {r.sector: StoreModel(r.provider, r.model, int(r.dim)) for r in rows}
+
+
+def _record(session: Session, embedders: Mapping[str, EmbeddingProvider]) -> None:
+    session.execute(
+        text(
+            "INSERT INTO sector_models (sector, provider, model, dim) "
+            "SELECT * FROM unnest(CAST(:sectors AS text[]), CAST(:providers AS text[]), CAST(:models AS text[]), "
+            "CAST(:dims AS int[])) ON CONFLICT (sector) DO NOTHING"
+        ),
+        {
+            "sectors": list(embedders),
+            "providers": [e.name for e in embedders.values()],
+            "models": [e.model for e in embedders.values()],
+            "dims": [e.dim for e in embedders.values()],
+        },
+    )
+
+
+def _check(store: Mapping[str, StoreModel], embedders: Mapping[str, EmbeddingProvider]) -> None:
+    wrong = {
+        sector: (store[sector], e)
+        for sector, e in embedders.items()
+        if sector in store and (store[sector].model, store[sector].dim) != (e.model, e.dim)
+    }
+    if not wrong:
+        return
+    groups: dict[tuple[StoreModel, StoreModel], list[str]] = {}
+    for sector, (s, e) in wrong.items():
+        groups.setdefault((s, of(e)), []).append(sector)
+    described = "; ".join(
+        f"{'every sector' if len(sectors) == len(SECTORS) else ', '.join(sectors)}: the store's vectors were made by "
+        f"{s.provider} model {s.model!r} ({s.dim} dimensions), but the configured provider is {e.provider} model "
+        f"{e.model!r} ({e.dim} dimensions)"
+        for (s, e), sectors in groups.items()
+    )
+    providers = sorted({s.provider for s, _ in wrong.values()})
+    keep = (
+        f"Set MNEMOFLOW_EMBEDDING_PROVIDER={providers[0]}"
+        if len(providers) == 1 and len(wrong) == len(SECTORS)
+        else "Set MNEMOFLOW_EMBEDDING_PROVIDER / MNEMOFLOW_SECTOR_PROVIDERS to the store's models"
+    )
+    raise Conflict(
+        f"{described}. {keep} to keep using this store, point MNEMOFLOW_DATA_DIR / DATABASE_URL at a new "
+        "one, or convert it with `mnemoflow reembed` (run against the stack as it is configured now).",
+        details={
+            "store": {sector: s.__dict__ for sector, (s, _) in wrong.items()},
+            "configured": {
+                sector: {"provider": e.name, "model": e.model, "dim": e.dim} for sector, (_, e) in wrong.items()
+            },
+        },
+    )
+
+
+def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_construction: int) -> None:
+    """The partial HNSW index of every sector partition for vectors of each dimension in `dims`."""
+    session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": INDEX_DDL_LOCK})  # concurrent DDL races
+    for dim in sorted(dims):
+        for sector in SECTORS:
+            session.execute(text(create_vector_index_sql(sector, dim, m, ef_construction)))
+
+
+def ensure_store_model(
+    session: Session,
+    embedders: SectorEmbedders | EmbeddingProvider,
+    *,
+    hnsw_m: int = 16,
+    hnsw_ef_construction: int = 64,
+    min_dim: int = 64,
+    max_dim: int = 1536,
+) -> None:
+    """Record the models on first use and index their dimensions — each model's own and the smaller rungs its
+    vectors compress to (OM_MIN_VECTOR_DIM, OM_MAX_VECTOR_DIM) — and refuse other models against existing vectors."""
+    chosen = per_sector(embedders)
+    _record(session, chosen)
+    _check(current_models(session), chosen)
+    dims = {rung for e in chosen.values() for rung in dimension_ladder(e.dim, min_dim=min_dim, max_dim=max_dim)}
+    ensure_vector_indexes(session, dims, m=hnsw_m, ef_construction=hnsw_ef_construction)
+
+
+def ensure_store_model_for(
+    session: Session, embedders: SectorEmbedders | EmbeddingProvider, settings: Settings
+) -> None:
+    """`ensure_store_model` with the index settings of `settings` (what every process does at start-up)."""
+    ensure_store_model(
+        session,
+        embedders,
+        hnsw_m=settings.hnsw_m,
+        hnsw_ef_construction=settings.hnsw_ef_construction,
+        min_dim=settings.min_vector_dim,
+        max_dim=settings.max_vector_dim,
+    )
+
+
+def guard_store_model(session: Session, embedders: SectorEmbedders | EmbeddingProvider) -> None:
+    """Before writing vectors: hold the shared lock until commit and check the writer's models are the store's.
+
+    Two statements on purpose: a statement's snapshot predates a lock it waits for inside itself.
+    """
+    chosen = per_sector(embedders)
+    session.execute(text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": STORE_MODEL_LOCK})
+    store = current_models(session)
+    if len(store) < len(SECTORS):
+        _record(session, chosen)
+        store = current_models(session)
+    _check(store, chosen)
+
+
+def lock_for_switch(session: Session) -> None:
+    """The exclusive side of the lock: waits for in-flight writers, holds new ones until commit."""
+    session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": STORE_MODEL_LOCK})
+
+
+def switch_models(session: Session, targets: Mapping[str, StoreModel]) -> None:
+    """Make `targets` the models of their sectors (call under `lock_for_switch`, once nothing else is left)."""
+    for sector, target in targets.items():
+        session.execute(
+            text(
+                "INSERT INTO sector_models (sector, provider, model, dim) VALUES (:sector, :provider, :model, :dim) "
+                "ON CONFLICT (sector) DO UPDATE SET provider = EXCLUDED.provider, model = EXCLUDED.model, "
+                "dim = EXCLUDED.dim, created_at = now()"
+            ),
+            {"sector": sector, "provider": target.provider, "model": target.model, "dim": target.dim},
+        )

@@ -1,0 +1,152 @@
+"""SQL over memory vectors: COPY in, swap and restore at full width, and the fresh tier's merge into HNSW."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+from pgvector import Vector
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from shared.memory.sectors import validate_sector
+from shared.storage.bm25 import settled_ids
+from shared.storage.rows import SectorVector
+
+VectorRows = Iterable[tuple[uuid.UUID, str, Mapping[str, SectorVector]]]  # memory id, user id, sector -> vector
+
+
+def copy_vectors(session: Session, rows: VectorRows, *, indexed: bool) -> None:
+    """COPY the vectors (one per sector of each memory) in binary: the fastest way into the partitions."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    with (
+        raw.cursor() as cur,
+        cur.copy(
+            "COPY memory_vectors (memory_id, sector, user_id, dim, model, indexed, embedding) "
+            "FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy,
+    ):
+        copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "vector"])
+        for memory_id, user_id, vectors in rows:
+            encoded: dict[int, Vector] = {}  # simple mode: one vector serves every sector
+            for sector, sv in vectors.items():
+                vector = encoded.setdefault(id(sv.vector), Vector(np.asarray(sv.vector, dtype=np.float32)))
+                copy.write_row((memory_id, sector, user_id, int(sv.vector.shape[0]), sv.model, indexed, vector))
+
+
+def reset_compression(session: Session, memory_ids: Sequence[uuid.UUID]) -> None:
+    """Mark compressed or fingerprinted memories full again (their vectors are being replaced at full width).
+    The summary is not part of the full-text document, so BM25 statistics do not move."""
+    session.execute(
+        text(
+            "UPDATE memories SET compression = 'full', vector_dim = NULL, fingerprint = NULL, summary = NULL, "
+            "updated_at = now() WHERE id = ANY(CAST(:ids AS uuid[])) AND compression <> 'full'"
+        ),
+        {"ids": [str(i) for i in memory_ids]},
+    )
+
+
+def swap_vectors(
+    session: Session,
+    rows: Sequence[tuple[uuid.UUID, str, Mapping[str, SectorVector], bool]],
+    *,
+    sectors: Sequence[str] | None = None,
+) -> None:
+    """Replace memories' vectors (of `sectors`, or all of them) with new full-width ones: rows of (memory id,
+    user id, sector vectors, indexed). Each memory keeps its place in the index or in the fresh tier (where
+    its merge will count its terms); compressed or fingerprinted ones come back full."""
+    if not rows:
+        return
+    ids = [str(memory_id) for memory_id, _, _, _ in rows]
+    reset_compression(session, [memory_id for memory_id, _, _, _ in rows])
+    session.execute(
+        text(
+            "DELETE FROM memory_vectors WHERE memory_id = ANY(CAST(:ids AS uuid[])) "
+            "AND (CAST(:sectors AS text[]) IS NULL OR sector = ANY(CAST(:sectors AS text[])))"
+        ),
+        {"ids": ids, "sectors": list(sectors) if sectors is not None else None},
+    )
+    for indexed in (True, False):
+        group = [(i, user, vectors) for i, user, vectors, on in rows if on is indexed and vectors]
+        if group:
+            copy_vectors(session, group, indexed=indexed)
+
+
+def restore_vectors(
+    session: Session, user_id: str, vectors: Mapping[uuid.UUID, Mapping[str, SectorVector]], *, boost: float
+) -> None:
+    """Decay seed, "Regeneration on Access": full vectors again, summary back to none, tier warm, salience
+    + `boost`, seen now. A memory still waiting for its merge keeps its vectors in the fresh tier."""
+    ids = list(vectors)
+    counted = set(settled_ids(session, ids))  # before the swap: a fingerprinted memory counts as settled
+    swap_vectors(session, [(i, user_id, vectors[i], i in counted) for i in ids])
+    session.execute(
+        text(
+            "UPDATE memories SET tier = 'warm', salience = LEAST(1.0, salience + :boost), last_seen_at = now() "
+            "WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))"
+        ),
+        {"user_id": user_id, "ids": [str(i) for i in ids], "boost": boost},
+    )
+
+
+def merge_fresh_vectors(session: Session, *, limit: int) -> tuple[int, dict[str, list[uuid.UUID]]]:
+    """Move up to `limit` fresh vectors into the HNSW index (oldest first).
+
+    Returns how many vectors moved, and the memories whose primary-sector vector moved, by sector,
+    so they can be linked now.
+    """
+    rows = session.execute(
+        text(
+            """
+            WITH batch AS (
+                SELECT sector, memory_id FROM memory_vectors
+                WHERE NOT indexed
+                ORDER BY created_at
+                LIMIT :limit
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE memory_vectors v SET indexed = true
+            FROM batch b JOIN memories m ON m.id = b.memory_id
+            WHERE v.sector = b.sector AND v.memory_id = b.memory_id
+            RETURNING v.sector, v.memory_id, v.sector = m.primary_sector AS is_primary
+            """
+        ),
+        {"limit": limit},
+    ).all()
+    merged: dict[str, list[uuid.UUID]] = {}
+    for r in rows:
+        if r.is_primary:
+            merged.setdefault(r.sector, []).append(r.memory_id)
+    return len(rows), merged
+
+
+def analyze_vectors(session: Session, sectors: Iterable[str]) -> None:
+    """Refresh planner statistics of vector partitions that just grew.
+
+    With stale statistics after a bulk merge the planner believes a tenant has a handful of vectors and
+    sorts them by exact distance instead of walking the HNSW index: milliseconds per search, not 0.4 ms.
+    """
+    for sector in sorted(set(sectors)):
+        validate_sector(sector)
+        session.execute(text(f"ANALYZE memory_vectors_{sector}"))
+
+
+def fresh_backlog(session: Session, user_id: str) -> int:
+    """The tenant's vectors waiting for the merge into the HNSW index."""
+    return int(
+        session.execute(
+            text("SELECT count(*) FROM memory_vectors WHERE NOT indexed AND user_id = :user_id"), {"user_id": user_id}
+        ).scalar_one()
+    )
+
+
+def fresh_vector_count(session: Session, *, limit: int) -> int:
+    """Vectors waiting for the merge, counted up to `limit` (cheap however long the backlog)."""
+    return int(
+        session.execute(
+            text("SELECT count(*) FROM (SELECT 1 FROM memory_vectors WHERE NOT indexed LIMIT :limit) f"),
+            {"limit": limit},
+        ).scalar_one()
+    )

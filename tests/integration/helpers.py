@@ -1,0 +1,85 @@
+"""What the integration tests share: writing memories, asking the read path, reading BM25 statistics."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+
+from shared.api.memories import MemoryCreate
+from shared.api.query import QueryFilters, QueryRequest, RetrievalOptions
+from shared.jobs import ChunkItem
+from shared.memory.engine import MemoryEngine
+from shared.retrieval.service import QueryOutcome, Retriever
+
+
+def add(db, engine: MemoryEngine, tenant: str, content: str, **kw: Any) -> tuple[dict[str, Any], bool]:
+    """Store one memory (a transaction of its own); (memory, deduplicated)."""
+    with db.session() as s:
+        memory, dedup = engine.add(s, tenant, MemoryCreate(content=content, **kw))
+    return memory, dedup
+
+
+def search(
+    retriever: Retriever,
+    session,
+    tenant: str,
+    query: str,
+    *,
+    k: int = 8,
+    filters: QueryFilters | None = None,
+    options: RetrievalOptions | None = None,
+    now: datetime | None = None,
+    side_session=None,
+    **request: Any,
+) -> QueryOutcome:
+    """The read path asked as the gateway asks it: a QueryRequest (its other fields in `request`)."""
+    asked = QueryRequest(
+        query=query, k=k, filters=filters or QueryFilters(), retrieval=options or RetrievalOptions(), **request
+    )
+    return retriever.query(session, tenant, asked, now=now, side_session=side_session)
+
+
+def query(db, retriever: Retriever, tenant: str, q: str, k: int = 8, **filters: Any) -> QueryOutcome:
+    """`search` on a session of its own, with these filters."""
+    with db.session() as s:
+        return search(retriever, s, tenant, q, k=k, filters=QueryFilters(**filters))
+
+
+def item(content: str, **fields: Any) -> dict[str, Any]:
+    """A job chunk's item as the planners store it (`position`, `context`, `classified`, ...)."""
+    return ChunkItem(content=content, **fields).stored()
+
+
+def term_df(db, tenant: str, lexeme: str) -> int | None:
+    with db.session() as s:
+        return s.execute(
+            text("SELECT df FROM term_stats WHERE user_id = :u AND lexeme = :l"), {"u": tenant, "l": lexeme}
+        ).scalar_one_or_none()
+
+
+def documents(db, tenant: str) -> int:
+    with db.session() as s:
+        return s.execute(text("SELECT documents FROM tenant_stats WHERE user_id = :u"), {"u": tenant}).scalar_one()
+
+
+def contents(db, ids: list[uuid.UUID]) -> list[Any]:
+    with db.session() as s:
+        return s.execute(text("SELECT content FROM memories WHERE id = ANY(:ids)"), {"ids": ids}).all()
+
+
+def stored_vector(db, memory_id):
+    with db.session() as s:
+        raw = s.execute(
+            text("SELECT embedding::text FROM memory_vectors WHERE memory_id = :id ORDER BY sector LIMIT 1"),
+            {"id": memory_id},
+        ).scalar_one()
+    return np.array(json.loads(raw), dtype=np.float32)
+
+
+def embedded_after(engine, content, context):
+    return engine.embedder.embed_in_context([content], [context])[0]

@@ -1,0 +1,53 @@
+"""What use does: a query's reinforcement, once per event, and the links it walked."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from shared.lifecycle.reinforcement import reinforce_hits
+from shared.storage import memories as memory_store
+from shared.storage import waypoints as waypoint_store
+from tests.integration.helpers import add
+
+pytestmark = pytest.mark.integration
+
+
+def test_reinforcement_applies_once_per_event(db, engine, tenant):
+    memory, _ = add(db, engine, tenant, "Grandma's recipe needs two cups of flour", salience=0.35)
+    for _ in range(2):  # a redelivered message
+        with db.session() as s:
+            reinforce_hits(
+                engine, s, event_id=f"query:{tenant}", user_id=tenant, memory_ids=[memory["id"]], traversed=[]
+            )
+    with db.session() as s:
+        row = memory_store.get_memory(s, tenant, memory["id"])
+    assert row is not None
+    assert row["salience"] == pytest.approx(0.85)  # decay seed: 0.35 + 0.5, once
+    assert row["coactivations"] == 1
+
+
+def test_traversed_waypoints_strengthen_and_weak_ones_are_pruned(db, engine, tenant):
+    a, _ = add(db, engine, tenant, "Server room badge is kept at reception")
+    b, _ = add(db, engine, tenant, "Reception closes at six in the evening")
+    c, _ = add(db, engine, tenant, "Printer toner is ordered monthly")
+    with db.session() as s:
+        s.execute(
+            text(
+                "INSERT INTO waypoints (src_id, dst_id, user_id, weight) VALUES (:a, :b, :u, 0.98), (:a, :c, :u, 0.01)"
+            ),
+            {"a": a["id"], "b": b["id"], "c": c["id"], "u": tenant},
+        )
+        reinforce_hits(
+            engine, s, event_id=f"q2:{tenant}", user_id=tenant, memory_ids=[b["id"]], traversed=[(a["id"], b["id"])]
+        )
+    with db.session() as s:
+        weight = s.execute(
+            text("SELECT weight FROM waypoints WHERE src_id = :a AND dst_id = :b"),
+            {"a": a["id"], "b": b["id"]},
+        ).scalar_one()
+        assert weight == pytest.approx(1.0)  # +0.05, capped at 1.0
+        removed = waypoint_store.prune_waypoints(s, below=0.05)
+        assert removed >= 1
+        left = s.execute(text("SELECT count(*) FROM waypoints WHERE src_id = :a"), {"a": a["id"]}).scalar_one()
+    assert left == 1

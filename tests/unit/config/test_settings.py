@@ -1,0 +1,172 @@
+"""The settings object: defaults from the seeds, OpenMemory names, validation that explains itself."""
+
+from __future__ import annotations
+
+from dataclasses import astuple
+
+import pytest
+from pydantic import ValidationError
+
+from shared.config import Settings, normalize_database_url
+from shared.embedding.params import EmbeddingParams
+from shared.ingest.params import IngestParams
+from shared.lifecycle.compression import CompressionRules
+from shared.lifecycle.formulas import ReinforcementRules, TierRules, WaypointRules
+from shared.lifecycle.schedule import DecaySchedule
+from shared.memory.limits import InputLimits
+from shared.memory.sequence import SequenceContext
+from shared.retrieval.lexical import LexicalParams
+from shared.retrieval.params import RetrievalParams
+from shared.retrieval.scoring import ScoringParams
+
+
+def test_defaults_follow_the_seeds():
+    s = Settings(_env_file=None)
+    assert astuple(s.scoring.weights) == (0.6, 0.2, 0.1, 0.1)
+    assert (s.rrf_k, s.waypoint_threshold, s.min_score) == (60, 0.75, 0.3)
+    assert (s.decay_ratio, s.decay_cold_threshold, s.decay_interval_minutes) == (0.03, 0.25, 1440)
+    assert (s.tier_hot_lambda, s.tier_warm_lambda, s.tier_cold_lambda) == (0.005, 0.02, 0.05)
+    assert (s.port, s.flower_port) == (8080, 5555)
+    assert (s.embedding_provider, s.vector_dim) == ("local", None)  # the model decides its dimension
+
+
+def test_each_group_is_its_code_s_dataclass_with_the_defaults_declared_there():
+    # One declaration of each default: the dataclass the code takes. A setting left unset is that default.
+    s = Settings(_env_file=None)
+    expected = {
+        "limits": InputLimits(),
+        "context": SequenceContext(),
+        "retrieval": RetrievalParams(),
+        "lexical": LexicalParams(),
+        "scoring": ScoringParams(),
+        "waypoints": WaypointRules(),
+        "reinforcement": ReinforcementRules(),
+        "tiers": TierRules(),
+        "compression": CompressionRules(),
+        "decay": DecaySchedule(),
+        "ingest": IngestParams(),
+    }
+    for group, default in expected.items():
+        assert getattr(s, group) == default, group
+    # the embedding group resolves the static model's directory under the data dir
+    assert s.embedding == EmbeddingParams(static_model_path=s.resolved_static_model_path)
+
+
+def test_a_group_reads_its_settings_under_their_environment_names(monkeypatch):
+    monkeypatch.setenv("MNEMOFLOW_BM25_K1", "1.2")
+    monkeypatch.setenv("MNEMOFLOW_WEIGHT_SALIENCE", "0.05")
+    monkeypatch.setenv("OM_DECAY_THREADS", "2")
+    monkeypatch.setenv("MNEMOFLOW_INGEST_ALLOWED_NETWORKS", "10.1.0.0/16")
+    s = Settings(_env_file=None)
+    assert s.lexical.k1 == 1.2 and s.lexical.b == LexicalParams().b
+    assert s.scoring.weights.salience == 0.05
+    assert s.decay.threads == 2
+    assert s.ingest.allowed_networks == ("10.1.0.0/16",)
+
+
+def test_openmemory_environment_names_are_honoured(monkeypatch):
+    monkeypatch.setenv("OM_DECAY_RATIO", "0.1")
+    monkeypatch.setenv("OM_MIN_SCORE", "0.45")
+    monkeypatch.setenv("OM_REGENERATION_ENABLED", "false")
+    monkeypatch.setenv("PORT", "9090")
+    s = Settings()
+    assert (s.decay_ratio, s.min_score, s.regeneration_enabled, s.port) == (0.1, 0.45, False, 9090)
+
+
+def test_every_decay_knob_of_the_seed_carries_over(monkeypatch):
+    knobs = {
+        "OM_DECAY_THREADS": ("decay_threads", "5", 5),
+        "OM_DECAY_COLD_THRESHOLD": ("decay_cold_threshold", "0.15", 0.15),
+        "OM_DECAY_REINFORCE_ON_QUERY": ("decay_reinforce_on_query", "false", False),
+        "OM_REGENERATION_ENABLED": ("regeneration_enabled", "false", False),
+        "OM_MAX_VECTOR_DIM": ("max_vector_dim", "768", 768),
+        "OM_MIN_VECTOR_DIM": ("min_vector_dim", "128", 128),
+        "OM_SUMMARY_LAYERS": ("summary_layers", "1", 1),
+        "OM_DECAY_RATIO": ("decay_ratio", "1.0", 1.0),
+        "OM_DECAY_SLEEP_MS": ("decay_sleep_ms", "0", 0),
+        "OM_DECAY_INTERVAL_MINUTES": ("decay_interval_minutes", "60", 60),
+    }
+    for name, (_, raw, _) in knobs.items():
+        monkeypatch.setenv(name, raw)
+    s = Settings(_env_file=None)
+    assert {name: getattr(s, field) for name, (field, _, _) in knobs.items()} == {
+        name: value for name, (_, _, value) in knobs.items()
+    }
+
+
+def test_decay_settings_that_cannot_work_are_explained():
+    with pytest.raises(ValidationError, match="must be above the fingerprint"):
+        Settings(_env_file=None, min_vector_dim=32)
+    with pytest.raises(ValidationError, match="must not exceed OM_MAX_VECTOR_DIM"):
+        Settings(_env_file=None, min_vector_dim=512, max_vector_dim=256)
+    with pytest.raises(ValidationError, match=r"summary_layers|OM_SUMMARY_LAYERS"):
+        Settings(_env_file=None, summary_layers=4)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgres://u:p@h/db", "postgresql+psycopg://u:p@h/db"),
+        ("postgresql://u@h:5433/db?sslmode=require", "postgresql+psycopg://u@h:5433/db?sslmode=require"),
+        ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
+    ],
+)
+def test_database_url_is_normalised_to_psycopg3(url, expected):
+    assert normalize_database_url(url) == expected
+    assert Settings(database_url=url).database_url == expected
+
+
+def test_api_keys_parse_and_bind_tenants(monkeypatch):
+    monkeypatch.setenv("MNEMOFLOW_API_KEYS", "k1-aaaaaaaaaaaa=alice, k2-bbbbbbbbbbbb=bob")
+    monkeypatch.setenv("OM_API_KEY", "legacy-key-cccccccc")
+    s = Settings()
+    assert s.all_api_keys == {
+        "k1-aaaaaaaaaaaa": "alice",
+        "k2-bbbbbbbbbbbb": "bob",
+        "legacy-key-cccccccc": "anonymous",
+    }
+
+
+def test_malformed_api_keys_are_explained(monkeypatch):
+    monkeypatch.setenv("MNEMOFLOW_API_KEYS", "justakey")
+    with pytest.raises(ValidationError, match="key=tenant"):
+        Settings()
+
+
+def test_placeholder_keys_are_refused_outside_development(monkeypatch):
+    monkeypatch.setenv("MNEMOFLOW_API_KEYS", "changeme=alice")
+    assert Settings(environment="development").all_api_keys == {"changeme": "alice"}
+    with pytest.raises(ValidationError, match="placeholder"):
+        Settings(environment="production")
+
+
+def test_chunk_size_follows_the_providers_speed_unless_set():
+    assert Settings(_env_file=None, embedding_provider="local").chunk_size == 100
+    assert Settings(_env_file=None, embedding_provider="synthetic").chunk_size == 500
+    assert Settings(_env_file=None, embedding_provider="local", batch_chunk_size=32).chunk_size == 32
+
+
+def test_the_operator_key_must_be_strong_outside_development():
+    with pytest.raises(ValueError, match="placeholder or short API keys"):
+        Settings(_env_file=None, environment="production", admin_api_key="secret")
+    assert Settings(_env_file=None, environment="production", admin_api_key="a" * 24).admin_api_key is not None
+
+
+def test_advanced_mode_gives_sectors_their_own_provider():
+    from shared.embedding.factory import create_sector_embedders
+
+    s = Settings(
+        _env_file=None, embedding_provider="synthetic", embed_mode="advanced", sector_providers="procedural=static"
+    )
+    assert (s.provider_for("procedural"), s.provider_for("semantic")) == ("static", "synthetic")
+    simple = Settings(_env_file=None, embedding_provider="synthetic")
+    embedders = create_sector_embedders(simple)
+    assert len({id(e) for e in embedders.values()}) == 1  # one instance serves every sector
+    with pytest.raises(ValidationError, match="needs MNEMOFLOW_EMBED_MODE=advanced"):
+        Settings(_env_file=None, sector_providers="procedural=static")
+    with pytest.raises(ValidationError, match="unknown sector 'dreams'"):
+        Settings(_env_file=None, embed_mode="advanced", sector_providers="dreams=static")
+    with pytest.raises(ValidationError, match="unknown provider 'word2vec'"):
+        Settings(_env_file=None, embed_mode="advanced", sector_providers="semantic=word2vec")
+    with pytest.raises(ValidationError, match="must look like 'sector=provider'"):
+        Settings(_env_file=None, embed_mode="advanced", sector_providers="semantic")
