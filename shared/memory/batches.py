@@ -25,12 +25,11 @@ def plan_batch(
     for i, item in enumerate(body.items):
         limits.check_item(item.content, item.tags, item.metadata, where=f"items[{i}]")
         classification = classify(normalize_content(item.content))
-        # The item was validated as a MemoryCreate with the request; ChunkItem only adds what was found here.
-        chunk_item = ChunkItem.model_construct(
-            **dict(item),
+        stored = ChunkItem.store(
+            item,
             classified=Classified(sectors=list(classification.sectors), confidence=classification.confidence),
             position=i if body.sequence else None,
             context=(contexts[i] or None) if contexts else None,
         )
-        planned.append((classification.primary, chunk_item.stored()))
+        planned.append((classification.primary, stored))
     return plan_chunks(planned, size=chunk_size)

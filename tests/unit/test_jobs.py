@@ -1,0 +1,116 @@
+"""The gateway-worker contract: what each message carries on the wire and where it goes; what a chunk stores."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import ValidationError
+
+from shared.api.memories import BatchRequest, MemoryCreate
+from shared.errors import InvalidInput
+from shared.jobs import (
+    DEFAULT_QUEUE,
+    ChunkItem,
+    Classified,
+    IngestDocument,
+    JobKind,
+    Message,
+    Placement,
+    ReembedChunk,
+    ReinforceBatch,
+    ReinforceHits,
+    RunDecayCycle,
+    StoreChunk,
+    chunk_message,
+    plan_chunks,
+)
+from shared.memory.batches import plan_batch
+from shared.memory.limits import InputLimits
+from shared.memory.sequence import SequenceContext
+
+JOB = uuid.UUID(int=7)
+
+
+def test_a_chunk_message_goes_to_its_sector_queue_and_its_sector_does_not_travel():
+    message = StoreChunk(job_id=JOB, seq=3, sector="emotional")
+    assert message.queue == "embed.emotional"
+    assert message.kwargs() == {"job_id": str(JOB), "seq": 3}  # what the task has always received
+    assert StoreChunk.received(message.kwargs()) == StoreChunk(job_id=JOB, seq=3)
+    with pytest.raises(ValueError, match="needs its chunk's sector"):
+        _ = StoreChunk.received(message.kwargs()).queue
+    with pytest.raises(ValueError, match="unknown sector"):
+        _ = StoreChunk(job_id=JOB, seq=0, sector="dreams").queue
+
+
+def test_every_message_names_a_task_with_a_queue():
+    for message in (IngestDocument(job_id=JOB), RunDecayCycle(), ReinforceBatch(events=[])):
+        assert message.queue == DEFAULT_QUEUE[message.task]
+    assert chunk_message(JobKind.REEMBED, JOB, 1, "semantic") == ReembedChunk(job_id=JOB, seq=1, sector="semantic")
+    assert isinstance(chunk_message(JobKind.BATCH, JOB, 1, "semantic"), StoreChunk)
+    assert isinstance(chunk_message(JobKind.INGEST, JOB, 1, "semantic"), StoreChunk)
+
+
+def test_a_message_round_trips_as_json_and_refuses_what_it_does_not_know():
+    hit = uuid.UUID(int=9)
+    event = ReinforceHits(event_id="query:1", user_id="u", memory_ids=[hit], traversed=[(JOB, hit)], regenerate=True)
+    wire = ReinforceBatch(events=[event]).kwargs()
+    assert wire == {
+        "events": [
+            {
+                "event_id": "query:1",
+                "user_id": "u",
+                "memory_ids": [str(hit)],
+                "traversed": [[str(JOB), str(hit)]],
+                "reinforce": True,
+                "regenerate": True,
+            }
+        ]
+    }
+    assert ReinforceBatch.received(wire).events == [event]
+    with pytest.raises(ValidationError):
+        IngestDocument.received({"job_id": str(JOB), "sneaky": 1})
+    assert issubclass(IngestDocument, Message)
+
+
+def test_a_chunk_item_is_stored_under_the_keys_the_workers_read():
+    placed = ChunkItem(
+        content="Chapter one",
+        occurred_at=datetime(2023, 5, 9, tzinfo=UTC),
+        classified=Classified(sectors=["semantic", "episodic"], confidence=0.6),
+        position=4,
+        context="before",
+        placement=Placement(document_id=JOB, chunk_index=2),
+    )
+    stored = placed.stored()
+    assert stored["_classified"] == {"sectors": ["semantic", "episodic"], "confidence": 0.6}
+    assert (stored["_position"], stored["_context"]) == (4, "before")
+    assert stored["_document"] == {"document_id": str(JOB), "chunk_index": 2}
+    assert "user_id" not in stored and stored["occurred_at"] == "2023-05-09T00:00:00Z"
+    assert ChunkItem.model_validate(stored) == placed  # what the worker reads back
+    item = MemoryCreate(content="Chapter one", occurred_at=datetime(2023, 5, 9, tzinfo=UTC), user_id="u")
+    fast = ChunkItem.store(item, classified=placed.classified, position=4, context="before", placement=placed.placement)
+    assert fast == stored  # the planners' fast path writes the same JSON
+
+
+def test_chunks_hold_one_sector_each_in_name_order_numbered_from_the_first():
+    items = [("semantic", {"n": 1}), ("episodic", {"n": 2}), ("semantic", {"n": 3}), ("semantic", {"n": 4})]
+    chunks = plan_chunks(items, size=2, first_seq=5)
+    assert [(c.seq, c.sector, c.items) for c in chunks] == [
+        (5, "episodic", [{"n": 2}]),
+        (6, "semantic", [{"n": 1}, {"n": 3}]),
+        (7, "semantic", [{"n": 4}]),
+    ]
+
+
+def test_a_batch_is_planned_item_by_item_and_the_first_item_over_a_limit_is_named():
+    body = BatchRequest(items=[{"content": "I went to the park"}, {"content": "how to install it"}], sequence=True)
+    chunks = plan_batch(body, limits=InputLimits(), context=SequenceContext(), chunk_size=10)
+    stored = {item["content"]: item for chunk in chunks for item in chunk.items}
+    assert stored["how to install it"]["_position"] == 1
+    assert stored["how to install it"]["_context"] == "I went to the park"
+    assert "_context" not in stored["I went to the park"]  # nothing before the first turn
+    too_long = BatchRequest(items=[{"content": "short"}, {"content": "far too long for it"}])
+    with pytest.raises(InvalidInput, match=r"items\[1\] is 19 characters; the limit is 10"):
+        plan_batch(too_long, limits=InputLimits(max_content_chars=10), context=SequenceContext(), chunk_size=10)
