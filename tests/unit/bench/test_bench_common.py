@@ -48,3 +48,24 @@ def test_an_idle_stack_is_settled(capsys):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_report_rewrites_the_sections_it_ran_and_keeps_the_others():
+    from datetime import UTC, datetime
+
+    from bench import report
+
+    quality, ingest = report.BENCHMARKS[0], report.BENCHMARKS[3]
+    when = datetime(2026, 11, 24, tzinfo=UTC)
+    first = report.page(
+        {
+            ingest.title: report.section(ingest, "ingest: 1,000/s", 60.0, 0, when),
+            quality.title: report.section(quality, "R@5 0.7", 600.0, 0, when),
+        },
+        "",
+    )
+    assert first.index(quality.title) < first.index(ingest.title)  # the benchmarks' order, not the run's
+    second = report.page({ingest.title: report.section(ingest, "ingest: 2,000/s", 60.0, 1, when)}, first)
+    assert "R@5 0.7" in second and "ingest: 2,000/s" in second and "1,000/s" not in second
+    assert "failed (exit code 1)" in second and second.count("## ") == 2
+    assert "(10 min; 2026-11-24" in second  # each section says when it was measured
