@@ -1,9 +1,14 @@
-"""Ingestion's extraction layer: what a document is, its text as typed elements, and chunks to embed.
+"""Ingestion: documents, web pages and audio turned into memories.
+
+The extraction layer, re-exported here:
 
     fmt = sniff(path)                                   # from the bytes; UnsupportedMedia (415) otherwise
     extracted = extract_document(path, declared_type)   # sandboxed parse or transcription
     chunks = chunk_elements(extracted.elements, document_metadata=extracted.metadata)
     fetched = fetch_url(url)                            # SSRF-safe; write .content to a file, then as above
+
+and the document's way through the system: `intake.py` (the gateway accepts and stages it), `pipeline.py` (the
+ingest worker extracts, chunks and plans it), `completion.py` (its last step), `params.py` (its limits).
 
 Errors are shared.errors classes carrying their HTTP status: UnsupportedMedia 415, ExtractionFailed
 and InvalidInput 422, PayloadTooLarge 413, UpstreamFailed 502.
