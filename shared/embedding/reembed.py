@@ -34,7 +34,6 @@ from shared.storage.sector_models import StoreModel, current_models, lock_for_sw
 from shared.text import normalize_content
 
 SYSTEM_TENANT = "_system"  # store-wide jobs belong to no tenant
-JOB_KIND = JobKind.REEMBED
 MAX_ROUNDS = 5
 
 
@@ -48,7 +47,7 @@ def targets_of(job: dict[str, Any]) -> dict[str, StoreModel]:
 
 def start_job(session: Session, targets: Mapping[str, StoreModel], *, chunk_size: int) -> uuid.UUID:
     """Create the job (planned by a task); refuse when one is running or there is nothing to convert."""
-    running = job_store.open_jobs(session, JOB_KIND)
+    running = job_store.open_jobs(session, JobKind.REEMBED)
     if running:
         raise Conflict(
             f"a re-embed is already running (job {running[0]['id']}); follow it with GET /jobs/{running[0]['id']}",
@@ -62,7 +61,7 @@ def start_job(session: Session, targets: Mapping[str, StoreModel], *, chunk_size
     job_id, _ = job_store.create_job(
         session,
         user_id=SYSTEM_TENANT,
-        kind=JOB_KIND,
+        kind=JobKind.REEMBED,
         total=0,
         params={
             "targets": {sector: asdict(t) for sector, t in targets.items()},
@@ -130,7 +129,7 @@ def process_chunk(
         embedded, call = embed_timed(
             embedder, [normalize_content(rows[i].content) for i in wanted], [contexts[i] for i in wanted]
         )
-        embed_log_store.log_embedding(session, call, purpose=JOB_KIND, job_id=job_id)
+        embed_log_store.log_embedding(session, call, purpose=JobKind.REEMBED, job_id=job_id)
         for i, vector in zip(wanted, embedded, strict=True):
             shared_vector = SectorVector(embedder.model, vector)
             vectors[i] |= {sector: shared_vector for sector in rows[i].sectors if sector in sectors}

@@ -22,9 +22,9 @@ import httpx
 
 from shared.errors import InvalidInput, PayloadTooLarge, UpstreamFailed
 from shared.ingest.addresses import IPNetwork, is_public, refusal_reason
+from shared.ingest.params import IngestParams
 
-MIB = 1024 * 1024
-DEFAULT_MAX_BYTES = 25 * MIB
+DEFAULT_MAX_BYTES = IngestParams.max_bytes
 DEFAULT_MAX_REDIRECTS = 5
 USER_AGENT = "mnemoflow-ingest/0.1"
 _REDIRECTS = {301, 302, 303, 307, 308}

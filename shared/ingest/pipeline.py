@@ -27,16 +27,15 @@ from shared.api.ingest import IngestConfig
 from shared.config import Settings
 from shared.db import Database
 from shared.errors import ExtractionFailed, InvalidInput, MnemoflowError, UpstreamFailed
-from shared.ingest import Chunk, Format, Kind, Limits, check_declared, chunk_elements, extract, fetch_url, sniff
+from shared.ingest import Chunk, Format, check_declared, chunk_elements, extract, fetch_url, sniff
 from shared.ingest.completion import finish_document, log_document
-from shared.ingest.params import IngestParams
+from shared.ingest.sandbox import limits_for
 from shared.jobs import ChunkItem, Classified, Placement, StoreChunk, plan_chunks
 from shared.memory import sectors as sector_rules
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 from shared.text import normalize_content
 
-MIB = 1024 * 1024
 _OPEN = ("queued", "extracting")
 # Site answers that a retry may well change.
 _TRANSIENT_HTTP = frozenset({408, 425, 429})
@@ -59,13 +58,6 @@ class _Prepared:
     extracted: dict[str, Any]
     size: int
     source_url: str | None
-
-
-def extraction_limits(params: IngestParams, fmt: Format) -> Limits:
-    """The parser limits of a document, or of audio and video (transcription takes longer)."""
-    if fmt.kind is Kind.DOCUMENT:
-        return Limits(params.parse_timeout_seconds, params.parse_memory_mb * MIB)
-    return Limits(params.media_timeout_seconds, params.media_memory_mb * MIB)
 
 
 def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOutcome:
@@ -144,7 +136,7 @@ def _prepare(
         fmt = sniff(path)
         if document["source_type"] == "url":  # an upload's declared type was checked when it was accepted
             check_declared(fmt, declared)
-        extracted = extract(path, fmt, limits=extraction_limits(rules, fmt), source_url=source_url)
+        extracted = extract(path, fmt, limits=limits_for(rules, fmt.kind), source_url=source_url)
         stages["extract_ms"] = _ms(started)
     started = time.perf_counter()
     try:
@@ -170,6 +162,8 @@ def _items(prepared: _Prepared, document: dict[str, Any], params: dict[str, Any]
         source["filename"] = document["filename"]
     if prepared.source_url:
         source["url"] = prepared.source_url
+    occurred_at = params.get("occurred_at")
+    happened = datetime.fromisoformat(occurred_at) if occurred_at else None
     items = []
     for chunk in prepared.chunks:
         chunk_meta = dict(chunk.metadata)
@@ -178,14 +172,13 @@ def _items(prepared: _Prepared, document: dict[str, Any], params: dict[str, Any]
         if document_meta:
             metadata["document"] = document_meta
         classification = sector_rules.classify(normalize_content(chunk.text))
-        occurred_at = params.get("occurred_at")
         # Validated where it is stored (shared.memory.chunks), as a batch's items are: a chunk that cannot be a
         # memory fails there, with its job.
         item = ChunkItem.model_construct(
             content=chunk.text,
             tags=params.get("tags") or [],
             metadata=metadata,
-            occurred_at=datetime.fromisoformat(occurred_at) if occurred_at else None,
+            occurred_at=happened,
             classified=Classified(sectors=list(classification.sectors), confidence=classification.confidence),
             placement=Placement(document_id=document["id"], chunk_index=chunk.index),
         )

@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from shared.errors import ExtractionFailed, InvalidInput, MnemoflowError
+from shared.ingest.formats import Kind
 from shared.ingest.params import MIB, IngestParams
 
 T = TypeVar("T")
@@ -45,10 +46,16 @@ class Limits:
             raise InvalidInput(f"parser limits must be positive, got {self}")
 
 
-_DEFAULTS = IngestParams()
-DOCUMENT_LIMITS = Limits(_DEFAULTS.parse_timeout_seconds, _DEFAULTS.parse_memory_mb * MIB)
+def limits_for(params: IngestParams, kind: Kind) -> Limits:
+    """The parser limits of a document, or of audio and video (transcription takes longer)."""
+    if kind is Kind.DOCUMENT:
+        return Limits(params.parse_timeout_seconds, params.parse_memory_mb * MIB)
+    return Limits(params.media_timeout_seconds, params.media_memory_mb * MIB)
+
+
+DOCUMENT_LIMITS = limits_for(IngestParams(), Kind.DOCUMENT)
 # Transcription runs at roughly 10x real time on two cores with tiny.en: half an hour covers ~5 h of audio.
-MEDIA_LIMITS = Limits(_DEFAULTS.media_timeout_seconds, _DEFAULTS.media_memory_mb * MIB)
+MEDIA_LIMITS = limits_for(IngestParams(), Kind.AUDIO)
 
 
 def run_limited(label: str, limits: Limits, func: Callable[..., T], *args: Any) -> T:

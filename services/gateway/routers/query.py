@@ -28,7 +28,7 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
     a worker thread of its own first (a second thread hop and a second validation on the hottest route)."""
     settings = state.settings
     user_id = principal.tenant(body.user_id, body.filters.user_id)
-    active = query_started(state.redis, settings.decay.active_query_ttl_seconds)  # the decay cycle waits for us
+    active = query_started(state.redis, settings.active_query_ttl_seconds)  # the decay cycle waits for us
     try:
         with state.db.reading() as session:
             outcome = state.retriever.query(session, user_id, body, side_session=state.db.reading)
@@ -99,7 +99,7 @@ def _after_effects(
     state: GatewayState, body: QueryRequest, user_id: str, outcome: QueryOutcome
 ) -> ReinforceHits | None:
     """The query's reinforcement of its hits and the regeneration of decayed ones, if there is any to do."""
-    rules = state.settings.reinforcement
+    rules = state.engine.reinforcement  # resolved once, at start-up
     reinforce = body.reinforce and rules.on_query and bool(outcome.reinforce_ids)
     regenerate = body.reinforce and rules.regenerate and any(row["compression"] != "full" for _, row in outcome.matches)
     if not (reinforce or regenerate):
