@@ -10,6 +10,23 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from shared.api.common import TagsAndMetadata, UserId, assume_utc, clean_metadata, clean_tags, no_nul
 
+# Where clients that have no `occurred_at` put a memory's time in its metadata, looked at in this order.
+METADATA_TIME_KEYS: tuple[str, ...] = ("timestamp", "time", "date")
+
+
+def occurred_from_metadata(metadata: dict[str, Any]) -> datetime | None:
+    """The first of `METADATA_TIME_KEYS` whose value is an ISO 8601 date or time (a date alone: its midnight; no
+    zone: UTC); None if none is. Anything else there is the client's own business and is passed over."""
+    for name in METADATA_TIME_KEYS:
+        value = metadata.get(name)
+        if not isinstance(value, str):
+            continue
+        try:
+            return assume_utc(datetime.fromisoformat(value.strip()))
+        except ValueError:
+            continue
+    return None
+
 
 class MemoryCreate(TagsAndMetadata):
     """One memory to store: `POST /memory/add` and each item of `POST /memory/batch`."""
@@ -25,8 +42,8 @@ class MemoryCreate(TagsAndMetadata):
     occurred_at: datetime | None = Field(
         default=None,
         description="when what it records happened (a conversation turn's time, an event's date), ISO 8601; "
-        "without a time zone it is UTC; default: when it is stored. A query naming a month or a year ranks "
-        "memories that occurred then higher",
+        "without a time zone it is UTC; default: an ISO 8601 `timestamp`, `time` or `date` in metadata, else "
+        "when it is stored. A query naming a month or a year ranks memories that occurred then higher",
     )
 
     @field_validator("content")
@@ -38,6 +55,12 @@ class MemoryCreate(TagsAndMetadata):
 
     _aware = field_validator("occurred_at")(lambda cls, value: assume_utc(value))
 
+    @model_validator(mode="after")
+    def _occurred_from_metadata(self) -> MemoryCreate:
+        if self.occurred_at is None and self.metadata:
+            self.occurred_at = occurred_from_metadata(self.metadata)
+        return self
+
 
 class MemoryAdd(MemoryCreate):
     """`POST /memory/add`: one memory, optionally the next of a sequence the agent is writing."""
@@ -45,7 +68,9 @@ class MemoryAdd(MemoryCreate):
     follows: uuid.UUID | None = Field(
         default=None,
         description="the memory this one comes after (the previous turn of a conversation): a `next` waypoint "
-        "links them, so a query that finds one can surface the other",
+        "links them, so a query that finds one can surface the other. Without it, a memory whose metadata names "
+        "a conversation (`session_id`, `thread_id`, `conversation_id` or `run_id`) follows the previous memory "
+        "added with the same one",
     )
 
 

@@ -22,7 +22,9 @@ from shared.embedding.calls import EmbedCall, embed_timed
 from shared.errors import Conflict, NotFound
 from shared.memory import sectors as sector_rules
 from shared.memory.sectors import group_sectors
+from shared.memory.sequence import conversation_key
 from shared.storage import bm25
+from shared.storage import conversations as conversation_store
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import memories as memory_store
 from shared.storage import vectors as vector_store
@@ -182,17 +184,26 @@ class MemoryEngine:
         self, session: Session, user_id: str, item: MemoryCreate, *, follows: uuid.UUID | None = None
     ) -> tuple[dict[str, Any], bool]:
         """Store one memory now; returns (memory, deduplicated). `follows`: the tenant's memory this one comes
-        after in a sequence (linked by a `next` waypoint)."""
+        after in a sequence (linked by a `next` waypoint); without it, the last memory added to the conversation
+        its metadata names (`sequence.conversation_key`), if any. A new memory becomes its conversation's last."""
         self.limits.check_item(item.content, item.tags, item.metadata)
         if follows is not None and memory_store.get_memory(session, user_id, follows) is None:
             raise NotFound(f"memory {follows} (follows) is not a memory of user_id {user_id!r}")
-        contexts = self.stored_contexts(session, user_id, [follows], inclusive=True) if follows else None
+        conversation = conversation_key(item.metadata)
+        after = follows
+        if conversation is not None:  # locked until commit: the conversation's next add waits for this one
+            head = conversation_store.lock_head(session, user_id, conversation)
+            after = follows if follows is not None else head
+        contexts = self.stored_contexts(session, user_id, [after], inclusive=True) if after else None
         prepared, calls = self.prepare([item], user_id, contexts=contexts)
         for call in calls:
             embed_log_store.log_embedding(session, call, purpose="add")
         (ref,) = self.store(session, prepared, settle=True)
-        if follows is not None:
-            waypoint_store.link_in_order(session, user_id, [follows, ref.id])
+        # A duplicate is an earlier memory: it is linked only where the caller said so, and stays where it was.
+        if after is not None and (ref.created or follows is not None):
+            waypoint_store.link_in_order(session, user_id, [after, ref.id])
+        if conversation is not None and ref.created:
+            conversation_store.move_head(session, user_id, conversation, ref.id)
         memory = memory_store.get_memory(session, user_id, ref.id)
         assert memory is not None
         return memory, not ref.created

@@ -333,6 +333,38 @@ def test_an_added_turn_can_follow_the_previous_one_and_an_unknown_one_is_refused
     assert http.get("/memory/all", params={"user_id": f"{tenant}-other"}).json()["total"] == 0
 
 
+def test_turns_added_one_by_one_with_a_session_id_reach_each_other_like_a_sequence(http, tenant):
+    # A plain client (OpenMemory's, mem0's) sends no `follows`: the session in its metadata links the turns.
+    turns = [
+        "Maya: which ferry do you take to the island on Sundays?",
+        "Theo: the early one, it leaves at seven",  # shares no word with the question below
+        "Maya: good to know, thanks",
+    ]
+    ids = []
+    for i, turn in enumerate(turns):
+        metadata = {"session_id": "chat-7", "timestamp": f"2023-05-08T13:5{i}:00"}
+        added = http.post("/memory/add", json={"content": turn, "user_id": tenant, "metadata": metadata})
+        assert added.status_code == 200, added.text
+        assert added.json()["occurred_at"] == f"2023-05-08T13:5{i}:00Z"
+        ids.append(added.json()["id"])
+    found = http.post(
+        "/memory/query",
+        json={
+            "query": "ferry to the island on Sundays",
+            "user_id": tenant,
+            "explain": True,
+            "k": 3,
+            "retrieval": {"dense": False},  # only words find seeds: the reply can only come through its link
+        },
+    ).json()
+    by_content = {m["content"]: m for m in found["matches"]}
+    reply = by_content[turns[1]]
+    assert reply["trace"]["hops"] == 1 and reply["path"] == ids[:2]
+    thanks = by_content[turns[2]]  # two turns after the question: the question's match lends it context
+    assert thanks["trace"]["context_from"] == ids[0]
+    assert thanks["trace"]["components"]["context"] > 0
+
+
 def test_sectors_report_counts_for_the_tenant(http, tenant):
     http.post("/memory/add", json={"content": "I feel grateful for the team today", "user_id": tenant})
     body = http.get("/sectors", params={"user_id": tenant}).json()

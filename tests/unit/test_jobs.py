@@ -94,6 +94,13 @@ def test_a_chunk_item_is_stored_under_the_keys_the_workers_read():
     assert fast == stored  # the planners' fast path writes the same JSON
 
 
+def test_an_item_timed_by_its_metadata_carries_that_time_to_its_chunk():
+    item = MemoryCreate(content="x", metadata={"date": "2023-05-08"})
+    stored = ChunkItem.store(item)
+    assert stored["occurred_at"] == "2023-05-08T00:00:00Z" and stored["metadata"] == {"date": "2023-05-08"}
+    assert ChunkItem.model_validate(stored).occurred_at == datetime(2023, 5, 8, tzinfo=UTC)
+
+
 def test_chunks_hold_one_sector_each_in_name_order_numbered_from_the_first():
     items = [("semantic", {"n": 1}), ("episodic", {"n": 2}), ("semantic", {"n": 3}), ("semantic", {"n": 4})]
     chunks = plan_chunks(items, size=2, first_seq=5)

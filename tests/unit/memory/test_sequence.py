@@ -10,7 +10,7 @@ import pytest
 from shared.embedding import SyntheticEmbedder
 from shared.embedding.base import ContextualEmbeddingProvider, embed_texts
 from shared.embedding.calls import embed_timed
-from shared.memory.sequence import sequence_contexts
+from shared.memory.sequence import CONVERSATION_KEYS, MAX_KEY_CHARS, conversation_key, sequence_contexts
 
 
 def test_each_item_follows_the_turns_before_it_one_per_line():
@@ -51,3 +51,34 @@ def test_context_reaches_providers_that_use_it_and_only_when_there_is_some():
     np.testing.assert_array_equal(embed_texts(synthetic, ["a reply"], [""]), synthetic.embed(["a reply"]))
     with pytest.raises(ValueError, match="2 contexts for 1 texts"):
         embed_texts(synthetic, ["a reply"], ["a", "b"])
+
+
+@pytest.mark.parametrize("name", ["session_id", "thread_id", "conversation_id", "run_id"])
+def test_each_conversation_key_names_a_conversation(name):
+    assert conversation_key({name: "abc"}) == f"{name}=abc"
+    assert conversation_key({name: 42, "topic": "x"}) == f"{name}=42"
+
+
+def test_the_first_conversation_key_present_wins_in_the_documented_order():
+    assert CONVERSATION_KEYS == ("session_id", "thread_id", "conversation_id", "run_id")
+    every = {"run_id": "r", "conversation_id": "c", "thread_id": "t", "session_id": "s"}
+    assert conversation_key(every) == "session_id=s"
+    assert conversation_key({k: v for k, v in every.items() if k != "session_id"}) == "thread_id=t"
+    assert conversation_key({"run_id": "r", "conversation_id": "c"}) == "conversation_id=c"
+    assert conversation_key({"session_id": "  ", "thread_id": "t"}) == "thread_id=t"  # a blank one is absent
+
+
+def test_scopes_and_blank_or_odd_values_name_no_conversation():
+    scopes = {"namespace": "n", "graph_id": "g", "user_id": "u", "agent_id": "a", "app_id": "p"}
+    assert conversation_key(scopes) is None
+    assert conversation_key({}) is None
+    for value in (None, "", "   ", True, False, 1.5, ["s"], {"id": "s"}):
+        assert conversation_key({"session_id": value}) is None, value
+
+
+def test_a_long_conversation_key_is_hashed_to_fit_and_stays_distinct():
+    long_a, long_b = "a" * 1000, "a" * 999 + "b"
+    key_a, key_b = conversation_key({"thread_id": long_a}), conversation_key({"thread_id": long_b})
+    assert key_a is not None and key_b is not None and key_a != key_b
+    assert key_a.startswith("thread_id#sha256:") and len(key_a) <= MAX_KEY_CHARS
+    assert key_a == conversation_key({"thread_id": long_a})
