@@ -1,22 +1,30 @@
-"""Retrieval quality through the public REST API, on data nobody here wrote (LoCoMo, SciFact).
+"""Retrieval quality through the public REST API, on data nobody here wrote (LoCoMo, SciFact), used as users use it.
 
-    python -m bench.quality [--provider local] [--modes fulltext,dense,hybrid,full] [--limit-queries N]
+    python -m bench.quality [--client native|plain|session|batch] [--modes full,fulltext,dense,hybrid]
 
-Loads ../shared/data into a private stack (embedded servers, or DATABASE_URL / REDIS_URL) with
-`POST /memory/batch`, waits until every memory is merged and counted, then asks every question with
-`POST /memory/query` in each mode (the request's `retrieval` switches):
+Loads ../shared/data into a private stack (embedded servers, or DATABASE_URL / REDIS_URL) as the chosen kind of
+client would (bench/quality_data.py), waits until every memory is merged and counted, and asks every question
+with `POST /memory/query`, k = 10, at the shipped defaults (no `min_score`, no switches):
+
+  used    the product's figure. Each store is loaded twice. On one copy the even-numbered questions are asked
+          first (reinforcement on, as a default query does; unscored), their reinforcement is let land (it is
+          written after the response, in batches), then the odd-numbered ones are asked (reinforcement on) and
+          scored; on the other copy the reverse. Every question is scored once, on a store the other half used.
+  fresh   every question read-only (`reinforce: false`) on a fresh copy, before any use.
+
+`--modes` adds read-only ablations of the read path (the request's `retrieval` switches):
 
     fulltext  BM25 candidates only, ranked by them
     dense     vector candidates only, ranked by them
     hybrid    both, fused by Reciprocal Rank Fusion (k = 60)
-    full      hybrid + waypoint expansion + the composite score (the default read path)
+    full      hybrid + waypoint expansion + the composite score (= fresh)
 
-LoCoMo: each conversation its own tenant, every turn one memory ("Speaker: text", a shared photo's
-caption appended, the session's time in its metadata), each session one batch with `sequence: true` (a
-turn is linked to the next, as an agent storing a conversation would say), turn-level Recall@5 /
-Recall@10 per question, overall and per category. SciFact: one tenant of "title. abstract" memories,
-nDCG@10 and Recall@10. Questions are split by a hash of their id into a tuning part (80 %) and a
-held-out part (20 %), reported separately; tune only on the first.
+LoCoMo: each conversation its own tenant, every turn one memory ("Speaker: text", a shared photo's caption
+appended), turn-level Recall@5 / Recall@10 per question, overall and per category. SciFact: one tenant of
+"title. abstract" memories, nDCG@10 and Recall@10.
+Also printed, at defaults: blindness (the share of questions that return no memory at all) and off-store
+injection (the share of a conversation's questions, asked in another conversation's store, or of SciFact's
+claims asked in a conversation's store, that return anything).
 `--url` runs against a gateway that is already up (tenants are prefixed with a run id).
 """
 
@@ -24,22 +32,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
-import itertools
 import math
 import os
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench.common import fresh_database, servers, stack
-from bench.embedding_quality import DATA, LOCOMO_CATEGORIES, read_jsonl
+from bench.embedding_quality import DATA
+from bench.quality_data import CLIENTS, Corpus, Question, load_locomo, load_scifact, memories, store
 
 MODES: dict[str, dict[str, Any]] = {
     "fulltext": {"lexical": True, "dense": False, "waypoints": False, "rank": "fusion"},
@@ -49,151 +57,24 @@ MODES: dict[str, dict[str, Any]] = {
     # not in the default set: the query classification stage (dense search in the query's own sectors)
     "classified": {"lexical": True, "dense": True, "waypoints": True, "rank": "composite", "classify": True},
 }
-REQUEST_ITEMS = 2000
+K = 10
 
 
-def held_out(question_id: str) -> bool:
-    """A fixed fifth of the questions, by a hash of the id (stable across runs and machines)."""
-    return hashlib.sha256(question_id.encode()).digest()[0] % 5 == 0
-
-
-@dataclass
-class Question:
-    id: str
-    tenant: str
-    text: str
-    gold: set[str]
-    category: str = ""
-
-
-@dataclass
-class Corpus:
-    name: str
-    docs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # tenant -> [(doc id, content)]
-    questions: list[Question] = field(default_factory=list)
-    # doc id -> the sequence it belongs to, in `docs` order (a conversation's session): stored as one batch
-    # with `sequence: true`, so each turn is linked to the next
-    sequence: dict[str, str] = field(default_factory=dict)
-    when: dict[str, str] = field(default_factory=dict)  # doc id -> when it happened (ISO), if known
-
-
-def load_locomo(data: Path, run: str, limit_queries: int) -> Corpus:
-    corpus = Corpus("locomo")
-    turns = read_jsonl(data / "locomo-dev" / "documents.jsonl")
-    turns.sort(key=lambda t: (t["conversation_id"], t["session"], t["turn"]))
-    for turn in turns:
-        content = f"{turn['speaker']}: {turn['text']}"
-        if turn.get("blip_caption"):
-            content += f" [shares a photo: {turn['blip_caption']}]"
-        corpus.docs.setdefault(f"{run}locomo-{turn['conversation_id']}", []).append((turn["id"], content))
-        corpus.sequence[turn["id"]] = f"session {turn['session']}"
-        corpus.when[turn["id"]] = turn["timestamp"]
-    questions = [q for q in read_jsonl(data / "locomo-dev" / "queries.jsonl") if q["gold_ids"]]
-    for q in questions[: limit_queries or None]:
-        category = LOCOMO_CATEGORIES.get(q["category"], str(q["category"]))
-        tenant = f"{run}locomo-{q['conversation_id']}"
-        corpus.questions.append(Question(q["id"], tenant, q["question"], set(q["gold_ids"]), category))
-    return corpus
-
-
-def load_scifact(data: Path, run: str, limit_queries: int, limit_docs: int) -> Corpus:
-    corpus = Corpus("scifact")
-    claims = [q for q in read_jsonl(data / "scifact-dev" / "queries.jsonl") if q["gold_ids"]][: limit_queries or None]
-    documents = read_jsonl(data / "scifact-dev" / "documents.jsonl")
-    if limit_docs:  # the asked claims' gold abstracts, then others up to the limit
-        gold = {g for c in claims for g in c["gold_ids"]}
-        documents = [d for d in documents if d["id"] in gold] + [d for d in documents if d["id"] not in gold]
-        documents = documents[: max(limit_docs, len(gold))]
-    tenant = f"{run}scifact"
-    corpus.docs[tenant] = [(d["id"], f"{d['title']}. {d['text']}") for d in documents]
-    corpus.questions = [Question(c["id"], tenant, c["question"], set(c["gold_ids"])) for c in claims]
-    return corpus
-
-
-def ingest(
-    client: httpx.Client, corpus: Corpus, *, reuse: bool = False
-) -> tuple[dict[str, dict[str, set[str]]], float]:
-    """Store every document; returns, per tenant, memory id -> the doc ids with that content, and seconds.
-    `reuse`: a tenant that already holds memories (an earlier run's, same `--run-id`) is asked as it is."""
-    started = time.perf_counter()
-    jobs = []
-    for tenant, docs in corpus.docs.items():
-        if reuse and client.get("/memory/all", params={"user_id": tenant, "l": 1}).json()["total"]:
-            continue
-        for label, run in itertools.groupby(docs, key=lambda doc: corpus.sequence.get(doc[0])):
-            part = list(run)
-            for start in range(0, len(part), REQUEST_ITEMS):
-                batch = part[start : start + REQUEST_ITEMS]
-                items = [
-                    {"content": content, "metadata": {"doc_id": doc_id} | _when(corpus, doc_id)}
-                    | ({"occurred_at": corpus.when[doc_id]} if doc_id in corpus.when else {})
-                    for doc_id, content in batch
-                ]
-                body = {
-                    "items": items,
-                    "user_id": tenant,
-                    "idempotency_key": f"{corpus.name}-{batch[0][0]}-{len(batch)}",
-                    "sequence": label is not None,
-                }
-                response = client.post("/memory/batch", json=body)
-                response.raise_for_status()
-                jobs.append((tenant, response.json()["job_id"]))
-    for tenant, job_id in jobs:
-        while (job := client.get(f"/jobs/{job_id}", params={"user_id": tenant}).json())["status"] not in (
-            "succeeded",
-            "failed",
-        ):
-            time.sleep(0.5)
-        if job["status"] == "failed":
-            raise RuntimeError(f"ingest job failed: {job['error']}")
-    for tenant in corpus.docs:  # merged into HNSW, linked, and counted for BM25
-        while client.get("/sectors", params={"user_id": tenant}).json()["index"]["fresh_vectors"]:
-            time.sleep(0.5)
-    seconds = time.perf_counter() - started
-    # The same text twice is one memory: it stands for every doc id with that text.
-    doc_ids: dict[str, dict[str, set[str]]] = {}
-    for tenant, docs in corpus.docs.items():
-        by_content: dict[str, set[str]] = defaultdict(set)
-        for doc_id, content in docs:
-            by_content[" ".join(content.split())].add(doc_id)
-        mapping: dict[str, set[str]] = {}
-        offset = 0
-        while True:
-            page = client.get("/memory/all", params={"user_id": tenant, "u": offset, "l": 1000}).json()
-            for memory in page["items"]:
-                mapping[memory["id"]] = by_content.get(" ".join(memory["content"].split()), set()) | {
-                    memory["metadata"].get("doc_id", "")
-                }
-            offset += len(page["items"])
-            if not page["items"] or offset >= page["total"]:
-                break
-        doc_ids[tenant] = mapping
-    return doc_ids, seconds
-
-
-def _when(corpus: Corpus, doc_id: str) -> dict[str, str]:
-    return {"timestamp": corpus.when[doc_id]} if doc_id in corpus.when else {}
-
-
-def ask(client: httpx.Client, question: Question, mode: str, k: int = 10) -> tuple[list[str], float]:
-    """The memory ids of the top k, and the request's milliseconds."""
-    body = {
-        "query": question.text,
-        "k": k,
-        "user_id": question.tenant,
-        "filters": {"min_score": 0.0},
-        "retrieval": MODES[mode],
-        "reinforce": False,  # read-only: one mode's questions must not lift the salience the next mode sees
-    }
+def ask(
+    client: httpx.Client, question: Question, tenant: str, *, mode: str = "", reinforce: bool = True
+) -> tuple[list[str], float]:
+    """The memory ids a query at the defaults returns (k = 10; `mode` sets the stage switches of an ablation),
+    and the request's milliseconds. `reinforce` True: the request leaves the field out, as a plain client does."""
+    body: dict[str, Any] = {"query": question.text, "k": K, "user_id": tenant}
+    if mode:
+        body["retrieval"] = MODES[mode]
+    if not reinforce:
+        body["reinforce"] = False
     started = time.perf_counter()
     response = client.post("/memory/query", json=body)
     elapsed = (time.perf_counter() - started) * 1000
     response.raise_for_status()
     return [m["id"] for m in response.json()["matches"]], elapsed
-
-
-def ranked_docs(memory_ids: list[str], mapping: dict[str, set[str]]) -> list[set[str]]:
-    return [mapping.get(i, set()) for i in memory_ids]
 
 
 def recall_at(ranked: list[set[str]], gold: set[str], k: int) -> float:
@@ -207,9 +88,14 @@ def ndcg_at_10(ranked: list[set[str]], gold: set[str]) -> float:
     return dcg / ideal
 
 
+def metrics_of(corpus: Corpus) -> tuple[str, str]:
+    return ("R@5", "R@10") if corpus.name == "locomo" else ("nDCG@10", "R@10")
+
+
 @dataclass
 class Scores:
     values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    latencies: list[float] = field(default_factory=list)
 
     def add(self, name: str, value: float) -> None:
         self.values[name].append(value)
@@ -221,28 +107,118 @@ class Scores:
     def count(self, name: str) -> int:
         return len(self.values.get(name, []))
 
-
-def evaluate(client: httpx.Client, corpus: Corpus, mapping: dict[str, dict[str, set[str]]], mode: str) -> Scores:
-    scores = Scores()
-    latencies = []
-    for question in corpus.questions:
-        memory_ids, ms = ask(client, question, mode)
-        latencies.append(ms)
-        ranked = ranked_docs(memory_ids, mapping[question.tenant])
-        part = "held-out" if held_out(question.id) else "tune"
+    def score(self, corpus: Corpus, question: Question, memory_ids: list[str], mapping: dict[str, set[str]]) -> None:
+        ranked = [mapping.get(i, set()) for i in memory_ids]
+        values = {"R@10": recall_at(ranked, question.gold, 10)}
         if corpus.name == "locomo":
-            metrics = {"R@5": recall_at(ranked, question.gold, 5), "R@10": recall_at(ranked, question.gold, 10)}
+            values["R@5"] = recall_at(ranked, question.gold, 5)
         else:
-            metrics = {"nDCG@10": ndcg_at_10(ranked, question.gold), "R@10": recall_at(ranked, question.gold, 10)}
-        for name, value in metrics.items():
-            scores.add(f"{part}:{name}", value)
-            scores.add(f"all:{name}", value)
+            values["nDCG@10"] = ndcg_at_10(ranked, question.gold)
+        for name, value in values.items():
+            self.add(f"all:{name}", value)
             if question.category:
-                scores.add(f"{part}:{question.category}:{name}", value)
-    latencies.sort()
-    scores.add("p50_ms", latencies[len(latencies) // 2])
-    scores.add("p95_ms", latencies[int(len(latencies) * 0.95) - 1 if len(latencies) > 1 else 0])
+                self.add(f"{question.category}:{name}", value)
+        self.add("blind", 0.0 if memory_ids else 1.0)
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else math.nan
+
+
+def read_only(client: httpx.Client, corpus: Corpus, mapping: dict[str, dict[str, set[str]]], mode: str = "") -> Scores:
+    """Every question read-only on the first copy (a fresh store: read-only queries change nothing)."""
+    scores = Scores()
+    for question in corpus.questions:
+        memory_ids, ms = ask(client, question, question.tenant, mode=mode, reinforce=False)
+        scores.latencies.append(ms)
+        scores.score(corpus, question, memory_ids, mapping[question.tenant])
     return scores
+
+
+def used(client: httpx.Client, corpus: Corpus, mapping: dict[str, dict[str, set[str]]]) -> Scores:
+    """The used-store protocol: on copy "" the even-numbered questions reinforce and the odd ones are scored,
+    on copy "b" the reverse; every query at the defaults (reinforcement on)."""
+    scores = Scores()
+    halves = (
+        [q for i, q in enumerate(corpus.questions) if i % 2 == 0],
+        [q for i, q in enumerate(corpus.questions) if i % 2 == 1],
+    )
+    for copy, (first, second) in (("", halves), ("b", halves[::-1])):
+        started = datetime.now().astimezone()
+        returned: dict[str, set[str]] = defaultdict(set)
+        for question in first:
+            tenant = corpus.copy_tenant(question.tenant, copy)
+            memory_ids, _ = ask(client, question, tenant)
+            returned[tenant].update(memory_ids)
+        settle_reinforcement(client, returned, started)
+        for question in second:
+            tenant = corpus.copy_tenant(question.tenant, copy)
+            memory_ids, ms = ask(client, question, tenant)
+            scores.latencies.append(ms)
+            scores.score(corpus, question, memory_ids, mapping[tenant])
+    return scores
+
+
+def settle_reinforcement(
+    client: httpx.Client, returned: dict[str, set[str]], since: datetime, wait: float = 120
+) -> None:
+    """Wait until every memory the queries returned was seen again after `since` (their reinforcement landed)."""
+    deadline = time.monotonic() + wait
+    for tenant, ids in returned.items():
+        while True:
+            seen = {m["id"] for m in memories(client, tenant) if datetime.fromisoformat(m["last_seen_at"]) >= since}
+            if ids <= seen:
+                break
+            if time.monotonic() > deadline:
+                print(f"  warning: {len(ids - seen)} reinforcements of {tenant} not applied after {wait:.0f} s")
+                break
+            time.sleep(0.5)
+
+
+def injection(client: httpx.Client, questions: Sequence[Question], stores: Sequence[str]) -> float:
+    """The share of questions that return anything when asked (read-only, at the defaults) in a store that is not
+    theirs: each question in the next store of `stores` after its own (or the first, if its own is not there)."""
+    if not stores or not questions:
+        return math.nan
+    answered = 0
+    for question in questions:
+        own = stores.index(question.tenant) if question.tenant in stores else -1
+        other = stores[(own + 1) % len(stores)]
+        if other == question.tenant:
+            return math.nan
+        memory_ids, _ = ask(client, question, other, reinforce=False)
+        answered += bool(memory_ids)
+    return answered / len(questions)
+
+
+def best_relevance(client: httpx.Client, question: Question, tenant: str) -> float:
+    """The best relevance (the score's similarity component, what the gate reads) among the top 10 with no gate."""
+    body = {
+        "query": question.text,
+        "k": K,
+        "user_id": tenant,
+        "filters": {"min_score": 0.0},
+        "explain": True,
+        "reinforce": False,
+    }
+    response = client.post("/memory/query", json=body)
+    response.raise_for_status()
+    return max((m["trace"]["components"]["similarity"] for m in response.json()["matches"]), default=0.0)
+
+
+def gate_sweep(client: httpx.Client, corpus: Corpus, stores: Sequence[str]) -> None:
+    """Blindness and off-store injection for a range of `min_score` values (the gate on relevance)."""
+    own = [best_relevance(client, q, q.tenant) for q in corpus.questions]
+    other = []
+    for q in corpus.questions:
+        index = stores.index(q.tenant) if q.tenant in stores else -1
+        if stores and stores[(index + 1) % len(stores)] != q.tenant:
+            other.append(best_relevance(client, q, stores[(index + 1) % len(stores)]))
+    print(f"\n{corpus.name}: the gate on relevance (min_score) | blind | off-store injection")
+    for threshold in (0.0, 0.05, 0.08, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2, 0.25, 0.3):
+        blind = sum(r < threshold for r in own) / len(own)
+        injected = sum(r >= threshold for r in other) / len(other) if other else math.nan
+        print(f"| {threshold:.2f} | {blind:.1%} | {injected:.1%} |")
 
 
 @contextlib.contextmanager
@@ -262,11 +238,16 @@ def main() -> None:
         prog="python -m bench.quality", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--provider", default="local", choices=["synthetic", "local", "static"])
+    parser.add_argument(
+        "--client", default="native", choices=CLIENTS, help="how memories are stored (default %(default)s)"
+    )
     parser.add_argument("--datasets", default="locomo,scifact", help="comma-separated (default %(default)s)")
     parser.add_argument(
-        "--modes",
-        default="fulltext,dense,hybrid,full",
-        help=f"comma-separated, of {', '.join(MODES)} (default %(default)s)",
+        "--modes", default="", help=f"read-only ablations to add, comma-separated, of {', '.join(MODES)}"
+    )
+    parser.add_argument("--no-usage", action="store_true", help="skip the used-store protocol (one copy, fresh only)")
+    parser.add_argument(
+        "--gate-sweep", action="store_true", help="also print blindness and injection over a range of min_score"
     )
     parser.add_argument("--limit-queries", type=int, default=0, help="first N questions of each set (0: all)")
     parser.add_argument("--limit-docs", type=int, default=0, help="SciFact: gold abstracts plus others up to N")
@@ -274,7 +255,8 @@ def main() -> None:
     parser.add_argument("--url", help="use this running gateway instead of a private stack")
     parser.add_argument(
         "--run-id",
-        help="with --url: prefix tenants with this id and ask an earlier run's store as it is (no reload)",
+        help="with --url: prefix tenants with this id and ask an earlier run's store as it is (no reload; "
+        "with the used-store protocol only once)",
     )
     parser.add_argument("--data", type=Path, default=DATA, help="evaluation data root (default ../shared/data)")
     args = parser.parse_args()
@@ -293,49 +275,90 @@ def main() -> None:
             corpora.append(load_scifact(args.data, run, args.limit_queries, args.limit_docs))
         else:
             parser.error(f"unknown dataset {name!r}: locomo or scifact")
+    copies = [""] if args.no_usage else ["", "b"]
 
     results: dict[tuple[str, str], Scores] = {}
+    injected: dict[str, float] = {}
     with gateway(args) as base, httpx.Client(base_url=base, timeout=300) as client:
         health = client.get("/health").json()["embedding"]
         print(f"provider {health['provider']} ({health['model']}, {health['dimensions']} dims) at {base}", flush=True)
+        print(f"client {args.client}: {CLIENT_NOTES[args.client]}", flush=True)
+        mappings = {}
         for corpus in corpora:
-            mapping, seconds = ingest(client, corpus, reuse=bool(args.run_id))
+            mappings[corpus.name], seconds = store(client, corpus, args.client, copies, reuse=bool(args.run_id))
             docs = sum(len(d) for d in corpus.docs.values())
-            print(f"{corpus.name}: {docs:,} memories stored and settled in {seconds:.0f} s", flush=True)
+            print(f"{corpus.name}: {docs:,} memories x {len(copies)} copies stored and settled in {seconds:.0f} s")
+        for corpus in corpora:  # read-only first: it changes nothing the used-store protocol sees
+            mapping = mappings[corpus.name]
+            results[(corpus.name, "fresh")] = scores = read_only(client, corpus, mapping)
+            line(corpus, "fresh", scores)
             for mode in modes:
-                results[(corpus.name, mode)] = scores = evaluate(client, corpus, mapping, mode)
-                main_metric = "R@5" if corpus.name == "locomo" else "nDCG@10"
-                print(
-                    f"  {mode:<9} {main_metric} {scores.mean('all:' + main_metric):.3f} "
-                    f"R@10 {scores.mean('all:R@10'):.3f}  (query p50 {scores.mean('p50_ms'):.1f} ms, "
-                    f"p95 {scores.mean('p95_ms'):.1f} ms)",
-                    flush=True,
-                )
-    report(corpora, modes, results, args.provider)
+                results[(corpus.name, mode)] = scores = read_only(client, corpus, mapping, mode)
+                line(corpus, mode, scores)
+        locomo_stores = sorted(t for c in corpora if c.name == "locomo" for t in c.docs)
+        for corpus in corpora:  # a conversation's questions in the next conversation's store; claims in one
+            injected[corpus.name] = injection(client, corpus.questions, locomo_stores)
+            if args.gate_sweep:
+                gate_sweep(client, corpus, locomo_stores)
+        if not args.no_usage:
+            for corpus in corpora:
+                results[(corpus.name, "used")] = scores = used(client, corpus, mappings[corpus.name])
+                line(corpus, "used", scores)
+    report(corpora, ["used", "fresh", *modes] if not args.no_usage else ["fresh", *modes], results, injected, args)
 
 
-def report(corpora: list[Corpus], modes: list[str], results: dict[tuple[str, str], Scores], provider: str) -> None:
-    print(f"\nretrieval quality through POST /memory/query, provider {provider} (tune part / held-out part)")
+CLIENT_NOTES = {
+    "native": "each session one /memory/batch with sequence and occurred_at",
+    "plain": "turns one by one through /memory/add with metadata {session_id, timestamp}",
+    "session": "turns one by one through /memory/add with metadata {session_id}",
+    "batch": "one plain /memory/batch per conversation (no sequence, time or key)",
+}
+
+
+def line(corpus: Corpus, mode: str, scores: Scores) -> None:
+    first, second = metrics_of(corpus)
+    print(
+        f"  {corpus.name} {mode:<9} {first} {scores.mean('all:' + first):.3f} {second} "
+        f"{scores.mean('all:' + second):.3f}  blind {scores.mean('blind'):.1%}  "
+        f"(query p50 {scores.percentile(0.5):.1f} ms, p95 {scores.percentile(0.95):.1f} ms)",
+        flush=True,
+    )
+
+
+def report(
+    corpora: list[Corpus],
+    modes: list[str],
+    results: dict[tuple[str, str], Scores],
+    injected: dict[str, float],
+    args: argparse.Namespace,
+) -> None:
+    print(f"\nretrieval quality through POST /memory/query, provider {args.provider}, client {args.client}, k = {K}")
     for corpus in corpora:
-        metrics = ["R@5", "R@10"] if corpus.name == "locomo" else ["nDCG@10", "R@10"]
-        parts = ("tune", "held-out")
+        first, second = metrics_of(corpus)
         print(f"\n{corpus.name}: {len(corpus.questions)} questions")
-        print(f"{'mode':<10}" + "".join(f"{m + ' ' + p:>18}" for m in metrics for p in parts))
+        print(f"| run | {first} | {second} | blind | p95 ms |")
+        print("| --- | --- | --- | --- | --- |")
         for mode in modes:
-            scores = results[(corpus.name, mode)]
-            print(f"{mode:<10}" + "".join(f"{scores.mean(f'{p}:{m}'):>18.3f}" for m in metrics for p in parts))
+            s = results[(corpus.name, mode)]
+            print(
+                f"| {mode} | {s.mean('all:' + first):.3f} | {s.mean('all:' + second):.3f} | "
+                f"{s.mean('blind'):.1%} | {s.percentile(0.95):.1f} |"
+            )
+        if not math.isnan(injected.get(corpus.name, math.nan)):
+            print(
+                f"off-store injection: {injected[corpus.name]:.1%} of its questions, asked in another store, "
+                "return something"
+            )
         if corpus.name == "locomo":
             categories = sorted({q.category for q in corpus.questions})
-            print("\n  per category, R@5 / R@10 on the tune part (questions)")
-            print(f"  {'mode':<10}" + "".join(f"{c:>22}" for c in categories))
+            print(f"\n| {corpus.name} R@5 / R@10 | " + " | ".join(categories) + " |")
+            print("| --- |" + " --- |" * len(categories))
             for mode in modes:
-                scores = results[(corpus.name, mode)]
+                s = results[(corpus.name, mode)]
                 cells = [
-                    f"{scores.mean(f'tune:{c}:R@5'):.3f} / {scores.mean(f'tune:{c}:R@10'):.3f} "
-                    f"({scores.count(f'tune:{c}:R@5')})"
-                    for c in categories
+                    f"{s.mean(f'{c}:R@5'):.3f} / {s.mean(f'{c}:R@10'):.3f} ({s.count(f'{c}:R@5')})" for c in categories
                 ]
-                print(f"  {mode:<10}" + "".join(f"{cell:>22}" for cell in cells))
+                print(f"| {mode} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

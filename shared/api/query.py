@@ -16,7 +16,13 @@ class QueryFilters(BaseModel):
 
     sector: str | None = None
     sectors: list[str] | None = None
-    min_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    min_score: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="the least relevance (a match's similarity component) a memory needs to be returned; default "
+        "MNEMOFLOW_MIN_SCORE (0.1). Salience, recency and use do not move it",
+    )
     user_id: UserId | None = None
     tags: list[str] | None = None
     start_time: datetime | None = Field(default=None, alias="startTime", description="stored at or after")
@@ -66,8 +72,8 @@ class RetrievalOptions(BaseModel):
     )
     rank: Literal["composite", "fusion"] = Field(
         default="composite",
-        description="composite: OpenMemory's score (similarity, salience, recency, waypoint) and the min_score "
-        "gate; fusion: the Reciprocal Rank Fusion score alone, no gate",
+        description="composite: OpenMemory's score (similarity, salience, recency, waypoint), gated by min_score on "
+        "relevance; fusion: the Reciprocal Rank Fusion score alone, no gate",
     )
 
     @model_validator(mode="after")

@@ -60,6 +60,7 @@ class RetrievalSettings(BaseModel):
     activation_weight: float = Field(default=_SCORING.activation_weight, ge=0.0, le=1.0)
     context_weight: float = Field(default=_SCORING.context_weight, ge=0.0, le=2.0)
     period_weight: float = Field(default=_SCORING.period_weight, ge=0.0, le=2.0)
+    recall_share: float = Field(default=_SCORING.recall_share, ge=0.0, le=1.0)
 
     @property
     def retrieval(self) -> RetrievalParams:
@@ -104,4 +105,5 @@ class RetrievalSettings(BaseModel):
             confidence_weight=self.weight_confidence,
             conflict_penalty=self.conflict_penalty,
             recency_weight=self.recency_weight,
+            recall_share=self.recall_share,
         )

@@ -83,6 +83,19 @@ def reinforced_salience(salience: float, boost: float) -> float:
     return min(1.0, salience + boost)
 
 
+def returned(salience: float, recall_lift: float, boost: float) -> tuple[float, float]:
+    """A query returned the memory: the seed's reinforcement, and what it added is recall lift too.
+    Returns (salience, recall lift); storage.memories.reinforce runs the same in SQL."""
+    raised = reinforced_salience(salience, boost)
+    return raised, min(1.0, recall_lift + raised - salience)
+
+
+def confirmed(salience: float, recall_lift: float, boost: float) -> tuple[float, float]:
+    """A client said it used the memory (POST /memory/reinforce): the boost, which first confirms recall lift
+    (it then counts in ranking in full). Returns (salience, recall lift)."""
+    return reinforced_salience(salience, boost), max(0.0, recall_lift - boost)
+
+
 @dataclass(frozen=True)
 class ReinforcementRules:
     """Salience at birth (OpenMemory: 0.4 + 0.1 per additional sector) and what use adds to it (decay seed)."""

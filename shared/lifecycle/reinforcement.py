@@ -39,9 +39,7 @@ def reinforce_hits(
     if not job_store.try_mark_event(session, event_id):
         return False
     if reinforce:
-        memory_store.reinforce(
-            session, user_id, memory_ids, boost=engine.reinforcement.query_boost, count_coactivation=True
-        )
+        memory_store.reinforce(session, user_id, memory_ids, boost=engine.reinforcement.query_boost, returned=True)
         # A traversed link may be stored in either direction.
         pairs = list(traversed) + [(dst, src) for src, dst in traversed]
         rules = engine.waypoints

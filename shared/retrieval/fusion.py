@@ -35,6 +35,7 @@ class Candidate:
     in_period: bool = False  # it occurred in the period the query names (time anchoring)
     period_rank: int | None = None  # its rank in the search of that period, when that search found it
     similarity: float = 0.0
+    relevance: float = 0.0  # how well it matches the query (the composite's similarity component): the gate's
     components: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
 

@@ -11,7 +11,10 @@ class RetrievalParams:
 
     default_k: int = 8
     max_k: int = 200
-    min_score: float = 0.3  # the composite score's gate (OM_MIN_SCORE); a request may set its own
+    # The gate (OM_MIN_SCORE; a request may set its own): the least relevance (a match's similarity component,
+    # which salience, recency and use do not move) a memory needs to be returned. 0.1 returns a paraphrase that
+    # shares no word with the query (MiniLM cosine ~0.2) and drops what is near no memory (docs/retrieval.md)
+    min_score: float = 0.1
     candidate_multiplier: int = 4  # each ranker returns k x this candidates
     # kNN always returns neighbours; below this cosine a "neighbour" is noise, not a dense hit.
     dense_min_similarity: float = 0.05

@@ -101,6 +101,11 @@ class ScoringParams:
     conflict_penalty: float = CONFLICT_PENALTY
     # Recall's recency_weight interpolation instead of the fixed weights, when set (a request may override)
     recency_weight: float | None = None
+    # The share of the salience a memory gained by being returned by queries (its recall lift) that counts in
+    # ranking. The whole lift still feeds decay and tiers (the seeds' reinforcement); what the writer gave, an
+    # explicit "I used this" (POST /memory/reinforce) and what decay took count in full. 1 = OpenMemory's
+    # ranking, where a memory returned before outranks better matches (docs/retrieval.md#reinforcement)
+    recall_share: float = 0.1
 
     def for_request(self, recency_weight: float | None) -> ScoringParams:
         """These parameters for one query: its recency_weight (else the configured one) sets the weights."""
@@ -116,11 +121,26 @@ class MemoryState:
     last_seen_at: datetime
     status: str = "active"
     confidence: float = 1.0
+    recall_lift: float = 0.0  # the part of `salience` that being returned by queries added
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> MemoryState:
         """From a memory row (storage's lean columns)."""
-        return cls(float(row["salience"]), row["last_seen_at"], str(row["status"]), float(row["confidence"]))
+        return cls(
+            float(row["salience"]),
+            row["last_seen_at"],
+            str(row["status"]),
+            float(row["confidence"]),
+            float(row.get("recall_lift") or 0.0),
+        )
+
+
+def ranking_salience(salience: float, recall_lift: float, share: float) -> float:
+    """The salience that ranks: all of it but the recall lift, and `share` of that. Bounded: a memory returned
+    by any number of queries gains at most `share` x (1 - its salience at birth) on one never returned, so being
+    recalled before reorders near-ties of relevance and no more, while decay still lowers it in full."""
+    lift = min(max(recall_lift, 0.0), salience)
+    return salience - (1.0 - share) * lift
 
 
 def lexical_strength(candidate: Candidate, max_lexical: float, power: float = 1.0) -> float:
@@ -174,9 +194,10 @@ def score_candidate(
     context = p.context_weight * candidate.support
     period = p.period_weight if candidate.in_period else 0.0
     days = max((now - memory.last_seen_at).total_seconds(), 0.0) / 86400.0
+    candidate.relevance = fused + context + period
     components = ScoreComponents(
-        similarity=fused + context + period,
-        salience=memory.salience,
+        similarity=candidate.relevance,
+        salience=ranking_salience(memory.salience, memory.recall_lift, p.recall_share),
         recency=recency_score(days, p.recency_decay_per_day),
         waypoint=candidate.waypoint_weight,
     )
@@ -189,6 +210,8 @@ def score_candidate(
         "recency": round(components.recency, 6),
         "waypoint": round(components.waypoint, 6),
     }
+    if memory.recall_lift > 0:
+        candidate.components["recall_lift"] = round(memory.recall_lift, 6)
     if candidate.activation:
         candidate.components["activation"] = round(candidate.activation, 6)
     if context:

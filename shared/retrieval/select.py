@@ -44,8 +44,8 @@ class Selector:
         watch: Stopwatch,
     ) -> Selection:
         ranked = list(scored)
-        if ask.options.rank == "composite":  # the fused rank alone has no gate
-            ranked = [pair for pair in ranked if pair[0].score >= ask.min_score]
+        if ask.options.rank == "composite":  # the gate reads relevance alone; the fused rank has no gate
+            ranked = [pair for pair in ranked if pair[0].relevance >= ask.min_score]
         ranked.sort(key=lambda pair: (-pair[0].score, str(pair[0].id)))
         if ask.diversity is not None and len(ranked) > 1:  # MMR re-orders what passed the gate
             ranked = self._diversify(session, ranked, queries, ask.diversity)

@@ -90,7 +90,10 @@ WITH calc AS (
 upd AS (
     -- decay seed: new_salience = clamp(salience x f); rows that would not change are not written
     UPDATE memories m SET tier = c.tier,
-        salience = CASE WHEN c.salience * c.f < :salience_floor THEN 0.0 ELSE LEAST(1.0, c.salience * c.f) END
+        salience = CASE WHEN c.salience * c.f < :salience_floor THEN 0.0 ELSE LEAST(1.0, c.salience * c.f) END,
+        -- the recall lift is a part of the salience: it decays by the same factor
+        recall_lift = CASE WHEN c.salience * c.f < :salience_floor THEN 0.0
+                           ELSE LEAST(m.recall_lift * c.f, LEAST(1.0, c.salience * c.f)) END
     FROM calc c
     WHERE m.ctid = c.tid AND (c.tier <> c.old_tier OR c.salience - c.salience * c.f > 1e-7)
     RETURNING m.id

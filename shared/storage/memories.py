@@ -227,14 +227,21 @@ def content_hash_owner(session: Session, user_id: str, content_hash: str) -> uui
 
 
 def reinforce(
-    session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, boost: float, count_coactivation: bool
+    session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, boost: float, returned: bool
 ) -> list[dict[str, Any]]:
-    """Raise salience by `boost` (capped at 1), refresh last_seen_at; returns the updated rows."""
+    """Raise salience by `boost` (capped at 1), refresh last_seen_at; returns the updated rows.
+
+    `returned`: a query returned these memories (decay seed, "Automatic Reinforcement on Query"): the gain is
+    also added to their recall lift, and a coactivation is counted. Otherwise a client said it used them
+    (POST /memory/reinforce): the boost first confirms lift, which then counts in ranking in full."""
     rows = session.execute(
         text(
             f"""
             UPDATE memories SET salience = LEAST(1.0, salience + :boost), last_seen_at = now(), updated_at = now(),
-                   coactivations = coactivations + CASE WHEN :count THEN 1 ELSE 0 END
+                   recall_lift = CASE WHEN :returned
+                       THEN LEAST(1.0, recall_lift + LEAST(1.0, salience + :boost) - salience)
+                       ELSE GREATEST(0.0, recall_lift - :boost) END,
+                   coactivations = coactivations + CASE WHEN :returned THEN 1 ELSE 0 END
             WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
             RETURNING {MEMORY_COLUMNS}
             """
@@ -243,7 +250,7 @@ def reinforce(
             "ids": [str(i) for i in memory_ids],
             "user_id": user_id,
             "boost": boost,
-            "count": count_coactivation,
+            "returned": returned,
         },
     ).all()
     return [row_to_dict(r) for r in rows]

@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 
 MEMORY_COLUMNS = (
-    "id, user_id, content, summary, primary_sector, sectors, tags, meta, salience, decay_lambda, coactivations, "
-    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, occurred_at, document_id"
+    "id, user_id, content, summary, primary_sector, sectors, tags, meta, salience, recall_lift, decay_lambda, "
+    "coactivations, tier, status, confidence, compression, created_at, updated_at, last_seen_at, occurred_at, "
+    "document_id"
 )
 # What scoring and filtering read (the read path's first fetch); the rest is the payload (`fetch_payloads`)
 LEAN_COLUMNS = (
-    "id, user_id, primary_sector, sectors, tags, salience, decay_lambda, coactivations, "
+    "id, user_id, primary_sector, sectors, tags, salience, recall_lift, decay_lambda, coactivations, "
     "tier, status, confidence, compression, created_at, updated_at, last_seen_at, occurred_at, version"
 )
 

@@ -78,13 +78,15 @@ def restore_vectors(
     session: Session, user_id: str, vectors: Mapping[uuid.UUID, Mapping[str, SectorVector]], *, boost: float
 ) -> None:
     """Decay seed, "Regeneration on Access": full vectors again, summary back to none, tier warm, salience
-    + `boost`, seen now. A memory still waiting for its merge keeps its vectors in the fresh tier."""
+    + `boost` (a query's doing: recall lift, like a query hit's), seen now. A memory still waiting for its merge
+    keeps its vectors in the fresh tier."""
     ids = list(vectors)
     counted = set(settled_ids(session, ids))  # before the swap: a fingerprinted memory counts as settled
     swap_vectors(session, [(i, user_id, vectors[i], i in counted) for i in ids])
     session.execute(
         text(
-            "UPDATE memories SET tier = 'warm', salience = LEAST(1.0, salience + :boost), last_seen_at = now() "
+            "UPDATE memories SET tier = 'warm', salience = LEAST(1.0, salience + :boost), last_seen_at = now(), "
+            "recall_lift = LEAST(1.0, recall_lift + LEAST(1.0, salience + :boost) - salience) "
             "WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))"
         ),
         {"user_id": user_id, "ids": [str(i) for i in ids], "boost": boost},

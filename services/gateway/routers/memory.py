@@ -36,7 +36,8 @@ router = APIRouter(prefix="/memory", tags=["memory"])
 @router.post("/add", response_model=MemoryAddResult)
 def add_memory(body: MemoryAdd, state: StateDep, work: WorkDep, principal: PrincipalDep) -> MemoryAddResult:
     """Store one memory synchronously: it is queryable when this call returns. Same content twice → same memory.
-    `follows` links it after an earlier memory (the previous turn of a conversation)."""
+    `follows` links it after an earlier memory (the previous turn of a conversation); without it, a conversation
+    named in its metadata (`session_id`, `thread_id`, ...) links it after that conversation's previous add."""
     user_id = principal.tenant(body.user_id)
     memory, deduplicated = state.engine.add(work.session, user_id, body, follows=body.follows)
     metrics.MEMORIES_ADDED.labels(deduplicated=str(deduplicated).lower()).inc()
@@ -81,7 +82,7 @@ def reinforce_memory(body: ReinforceRequest, state: StateDep, work: WorkDep, pri
     """Boost a memory's salience (default boost from settings) and mark it seen now."""
     user_id = principal.tenant(body.user_id)
     boost = body.boost if body.boost is not None else state.settings.reinforcement.manual_boost
-    rows = memory_store.reinforce(work.session, user_id, [body.id], boost=boost, count_coactivation=False)
+    rows = memory_store.reinforce(work.session, user_id, [body.id], boost=boost, returned=False)
     if not rows:
         raise NotFound(f"memory {body.id} not found")
     return {"ok": True, "id": str(body.id), "salience": rows[0]["salience"]}

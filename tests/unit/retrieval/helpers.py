@@ -14,8 +14,8 @@ NOW = datetime(2026, 11, 22, tzinfo=UTC)
 
 def score(candidate: Candidate, *, cosine=0.8, max_lexical=2.0, salience=0.5, seen_days_ago=0.0, alpha=0.5, **extra):
     """score_candidate with every knob off but the seed's weights and the one a test turns (`extra`: ScoringParams'
-    fields, and `status` / `confidence` of the memory)."""
-    state = {k: extra.pop(k) for k in ("status", "confidence") if k in extra}
+    fields, and `status` / `confidence` / `recall_lift` of the memory)."""
+    state = {k: extra.pop(k) for k in ("status", "confidence", "recall_lift") if k in extra}
     params = ScoringParams(
         weights=ScoreWeights(),
         fusion_alpha=alpha,

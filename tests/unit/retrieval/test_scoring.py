@@ -14,6 +14,7 @@ from shared.retrieval.scoring import (
     composite_score,
     cosine_similarity,
     lexical_strength,
+    ranking_salience,
     recency_score,
     relevance,
     resolve_conflicts,
@@ -196,3 +197,51 @@ def test_a_memory_from_the_period_the_query_names_gains_the_period_weight():
     off = Candidate(C, in_period=True)
     score(off, cosine=0.5, max_lexical=0.0, alpha=1.0, period_weight=0.0)
     assert off.score == pytest.approx(other.score)
+
+
+def test_a_memory_returned_a_hundred_times_gains_salience_but_not_the_rank_of_a_clearly_better_match():
+    from shared.lifecycle.formulas import returned
+
+    salience, lift = 0.4, 0.0  # a new memory's, never recalled
+    for _ in range(100):
+        salience, lift = returned(salience, lift, boost=0.5)
+    assert salience == 1.0 and lift == pytest.approx(0.6)  # the seeds' reinforcement: decay and tiers see 1.0
+    recalled, better = Candidate(A), Candidate(B)
+    # cosines 0.50 against 0.56 with no shared words: relevance 0.25 against 0.28 at alpha 0.5
+    score(recalled, cosine=0.50, max_lexical=0.0, salience=salience, recall_lift=lift)
+    score(better, cosine=0.56, max_lexical=0.0, salience=0.4)
+    assert better.score > recalled.score
+    # and it still reorders a near-tie of relevance
+    near = Candidate(C)
+    score(near, cosine=0.51, max_lexical=0.0, salience=0.4)
+    assert recalled.score > near.score
+    assert recalled.components["salience"] == pytest.approx(0.46) and recalled.components["recall_lift"] == 0.6
+
+
+def test_with_the_whole_lift_counting_the_recalled_memory_outranks_the_better_match_as_in_openmemory():
+    recalled, better = Candidate(A), Candidate(B)
+    score(recalled, cosine=0.50, max_lexical=0.0, salience=1.0, recall_lift=0.6, recall_share=1.0)
+    score(better, cosine=0.56, max_lexical=0.0, salience=0.4, recall_share=1.0)
+    assert recalled.score > better.score  # what the share bounds
+
+
+def test_salience_the_writer_gave_or_a_client_confirmed_counts_in_full():
+    from shared.lifecycle.formulas import confirmed, returned
+
+    salience, lift = returned(0.4, 0.0, boost=0.5)
+    salience, lift = confirmed(salience, lift, boost=0.2)  # POST /memory/reinforce: "I used this"
+    assert (salience, lift) == (pytest.approx(1.0), pytest.approx(0.3))
+    important, plain = Candidate(A), Candidate(B)
+    score(important, cosine=0.5, max_lexical=0.0, salience=0.9)
+    score(plain, cosine=0.5, max_lexical=0.0, salience=0.4)
+    assert important.score - plain.score == pytest.approx(0.2 * 0.5)
+    assert ranking_salience(1.0, 0.3, 0.1) == pytest.approx(0.73)
+    assert ranking_salience(0.2, 0.5, 0.1) == pytest.approx(0.02)  # a lift is never more than the salience
+
+
+def test_the_gate_reads_relevance_which_salience_and_recency_do_not_move():
+    stale, fresh = Candidate(A), Candidate(B)
+    score(stale, cosine=0.4, max_lexical=0.0, salience=0.0, seen_days_ago=400)
+    score(fresh, cosine=0.4, max_lexical=0.0, salience=1.0)
+    assert stale.relevance == fresh.relevance == pytest.approx(0.2)
+    assert stale.score < fresh.score

@@ -1,0 +1,57 @@
+"""The gate at its default: a paraphrase that shares no word with the query comes back; a query near no memory
+returns nothing. With the shipped local model, in a store of its own (a store keeps one model per sector)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.api.memories import MemoryCreate
+from shared.api.query import QueryRequest
+from shared.config import Settings
+from shared.embedding.factory import create_embedder
+from shared.memory.engine import MemoryEngine
+from shared.retrieval.params import RetrievalParams
+from shared.retrieval.service import Retriever
+
+pytestmark = pytest.mark.integration
+
+ORCHID = "She repotted the orchid and moved it to the window"
+OTHERS = (
+    "Tom fixed the chain of his bike on Saturday",
+    "The quarterly report is due on Friday",
+    "We adopted a puppy and named him Max",
+)
+
+
+@pytest.fixture(scope="module")
+def plants(make_store, servers):
+    url, database = make_store("gate")
+    settings = Settings(database_url=url, redis_url=servers["redis_url"], embedding_provider="local")
+    assert settings.min_score == RetrievalParams().min_score  # the shipped gate
+    engine = MemoryEngine(settings, create_embedder(settings))
+    with database.session() as s:
+        for content in (ORCHID, *OTHERS):
+            engine.add(s, "gardener", MemoryCreate(content=content))
+    return database, Retriever(settings, engine.embedder)
+
+
+@pytest.mark.parametrize("query", ["houseplant care", "looking after indoor plants", "gardening tips"])
+def test_a_paraphrase_sharing_no_word_with_the_memory_comes_back_at_the_default_gate(plants, query):
+    database, retriever = plants
+    with database.session() as s:
+        outcome = retriever.query(s, "gardener", QueryRequest(query=query, explain=True))
+    assert outcome.matches, f"{query!r} returned nothing"
+    top, row = outcome.matches[0]
+    assert row["content"] == ORCHID
+    assert top.components["lexical"] == 0.0  # found by meaning alone
+
+
+def test_a_query_near_no_memory_returns_nothing(plants):
+    database, retriever = plants
+    with database.session() as s:
+        outcome = retriever.query(s, "gardener", QueryRequest(query="differential equations in thermodynamics"))
+        ungated = retriever.query(
+            s, "gardener", QueryRequest(query="differential equations in thermodynamics", filters={"min_score": 0})
+        )
+    assert outcome.matches == []
+    assert ungated.matches  # there were candidates: the gate dropped them
