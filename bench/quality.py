@@ -125,13 +125,16 @@ class Scores:
         return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else math.nan
 
 
-def read_only(client: httpx.Client, corpus: Corpus, mapping: dict[str, dict[str, set[str]]], mode: str = "") -> Scores:
-    """Every question read-only on the first copy (a fresh store: read-only queries change nothing)."""
+def read_only(
+    client: httpx.Client, corpus: Corpus, mapping: dict[str, dict[str, set[str]]], mode: str = "", copy: str = ""
+) -> Scores:
+    """Every question read-only on a copy (the first: a fresh store; read-only queries change nothing)."""
     scores = Scores()
     for question in corpus.questions:
-        memory_ids, ms = ask(client, question, question.tenant, mode=mode, reinforce=False)
+        tenant = corpus.copy_tenant(question.tenant, copy)
+        memory_ids, ms = ask(client, question, tenant, mode=mode, reinforce=False)
         scores.latencies.append(ms)
-        scores.score(corpus, question, memory_ids, mapping[question.tenant])
+        scores.score(corpus, question, memory_ids, mapping[tenant])
     return scores
 
 
@@ -296,6 +299,11 @@ def main() -> None:
                 results[(corpus.name, mode)] = scores = read_only(client, corpus, mapping, mode)
                 line(corpus, mode, scores)
         locomo_stores = sorted(t for c in corpora if c.name == "locomo" for t in c.docs)
+        if not locomo_stores:  # SciFact alone: its claims are asked in one conversation's store
+            foreign = load_locomo(args.data, run, 0)
+            foreign.docs = dict(list(foreign.docs.items())[:1])
+            store(client, foreign, "native", [""], reuse=bool(args.run_id))
+            locomo_stores = list(foreign.docs)
         for corpus in corpora:  # a conversation's questions in the next conversation's store; claims in one
             injected[corpus.name] = injection(client, corpus.questions, locomo_stores)
             if args.gate_sweep:

@@ -68,7 +68,7 @@ class Evaluator:
 
     def retriever(self, config: Config) -> Retriever:
         retriever = Retriever(self.settings, self.embedder)
-        retriever.scoring = replace(retriever.scoring, **dict(config))
+        retriever.scoring = replace(retriever.scoring, **dict(config))  # type: ignore[arg-type]
         return retriever
 
     def scores(self, config: Config, questions: list[Question]) -> list[dict[str, float]]:

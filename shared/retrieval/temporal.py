@@ -11,7 +11,9 @@ Recognised:
   years ago" (N a digit or a number word up to ten, or "a"), "in the past / last N days | weeks" (up to now).
   Days and weeks (from Monday) are UTC.
 
-Everything named must hold at once: "in May last year" is May of the year before `now`.
+Everything named must hold at once: "in May last year" is May of the year before `now`. A query that names a
+year outright is read without its relative phrases ("what did she say last week, on November 6, 2023?" is about
+November 2023, not about the week before `now` as well, which would leave no moment in the period).
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def query_period(query: str, now: datetime | None = None) -> Period:
             continue
         months.add(number)
     spans: list[tuple[datetime, datetime]] = []
-    if now is not None:
+    if now is not None and not years:  # a year named outright wins: "last week, on November 6, 2023" is 2023's
         now = now.astimezone(UTC)
         for match in _RELATIVE.finditer(query):
             _relative(match, now, years, months, spans)

@@ -55,7 +55,8 @@ def test_the_report_rewrites_the_sections_it_ran_and_keeps_the_others():
 
     from bench import report
 
-    quality, ingest = report.BENCHMARKS[0], report.BENCHMARKS[3]
+    by_name = {b.name: b for b in report.BENCHMARKS}
+    quality, ingest = by_name["quality"], by_name["ingest"]
     when = datetime(2026, 11, 24, tzinfo=UTC)
     first = report.page(
         {
@@ -69,3 +70,19 @@ def test_the_report_rewrites_the_sections_it_ran_and_keeps_the_others():
     assert "R@5 0.7" in second and "ingest: 2,000/s" in second and "1,000/s" not in second
     assert "failed (exit code 1)" in second and second.count("## ") == 2
     assert "(10 min; 2026-11-24" in second  # each section says when it was measured
+
+
+def test_the_report_takes_a_section_from_a_saved_output(tmp_path, monkeypatch):
+    import sys
+
+    from bench import report
+
+    saved = tmp_path / "aging.txt"
+    saved.write_text("RuntimeDirWarning: noise\n| 30 days | 0.700 |\n")
+    page = tmp_path / "benchmarks.md"
+    monkeypatch.setattr(
+        sys, "argv", ["bench.report", "--only", "aging", "--saved", f"aging={saved}", "--output", str(page)]
+    )
+    report.main()  # runs nothing: the only benchmark chosen is the saved one
+    text = page.read_text()
+    assert "## Recall after time passes" in text and "| 30 days | 0.700 |" in text and "noise" not in text

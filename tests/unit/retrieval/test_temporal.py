@@ -104,5 +104,17 @@ def test_a_period_is_bounded_by_its_years_and_spans_and_a_month_alone_is_not():
     assert yesterday.bounds() == (day(2026, 3, 17), day(2026, 3, 18))
     may_last_year = query_period("in May last year", NOW)
     assert may_last_year.bounds() == (day(2025, 5, 1), day(2025, 6, 1))
-    start, end = query_period("yesterday in 2019", NOW).bounds()  # nothing can match: an empty range
-    assert start == end
+    # a year named outright wins over the relative phrase (which would otherwise leave nothing to match)
+    assert query_period("yesterday in 2019", NOW).bounds() == (day(2019, 1, 1), day(2020, 1, 1))
+
+
+def test_a_year_named_outright_wins_over_a_relative_phrase():
+    from datetime import UTC, datetime
+
+    from shared.retrieval.temporal import query_period
+
+    now = datetime(2026, 3, 10, tzinfo=UTC)
+    period = query_period("What did she say last week, as mentioned on November 6, 2023?", now)
+    assert period.years == {2023} and period.months == {11} and not period.spans
+    assert period.contains(datetime(2023, 11, 6, tzinfo=UTC))
+    assert query_period("in May last year", now).years == {2025}  # no year named: the relative phrase counts
