@@ -10,6 +10,7 @@ groups as the frozen dataclasses the code takes, whose defaults are the only dec
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from pydantic import model_validator
@@ -21,6 +22,8 @@ from shared.config.jobs import JobSettings
 from shared.config.lifecycle import LifecycleSettings
 from shared.config.retrieval import RetrievalSettings
 from shared.config.server import ServerSettings
+from shared.lifecycle.formulas import Aging
+from shared.retrieval.scoring import ScoringParams
 
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "test", "xxx"})
 
@@ -31,6 +34,12 @@ class Settings(
     """Every knob of Mnemoflow; defaults are the seeds' defaults."""
 
     model_config = SettingsConfigDict(env_prefix="MNEMOFLOW_", extra="ignore", populate_by_name=True)
+
+    @property
+    def scoring(self) -> ScoringParams:
+        """The read path's scoring (`RetrievalSettings`), reading salience as decayed to the query's time by the
+        lifecycle's own tier rules."""
+        return replace(super().scoring, aging=Aging(self.tiers, self.decay.sector_scaling))
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

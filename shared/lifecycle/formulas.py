@@ -83,6 +83,27 @@ def reinforced_salience(salience: float, boost: float) -> float:
     return min(1.0, salience + boost)
 
 
+@dataclass(frozen=True)
+class Aging:
+    """The decay formula read at query time: the factor the next decay cycle would apply to a memory now.
+
+    The cycle reaches 3 % of each sector a day (OM_DECAY_RATIO), so between two memories of the same age and use
+    the stored salience differs only by whether the cycle has reached them yet. Ranking reads salience times this
+    factor: both then rank as decayed as the formula says they are (`retrieval.scoring`)."""
+
+    tiers: TierRules = TierRules()
+    sector_scaling: bool = True  # MNEMOFLOW_DECAY_SECTOR_SCALING: the tier's λ scaled by the sector's rate
+
+    def factor(self, salience: float, coactivations: int, decay_lambda: float | None, days: float) -> float:
+        """Decay seed: the tier of (days since seen, salience boosted by coactivations), its λ (scaled by the
+        sector's rate), f = exp(-λ × days / (boosted salience + 0.1)); as storage.decay_steps computes it."""
+        boosted = effective_salience(salience, coactivations)
+        lambda_ = self.tiers.lambda_of(classify_tier(days, boosted, coactivations, self.tiers))
+        if self.sector_scaling and decay_lambda is not None:
+            lambda_ *= sector_scale(decay_lambda)
+        return decay_factor(lambda_, days, boosted)
+
+
 def returned(salience: float, recall_lift: float, boost: float) -> tuple[float, float]:
     """A query returned the memory: the seed's reinforcement, and what it added is recall lift too.
     Returns (salience, recall lift); storage.memories.reinforce runs the same in SQL."""

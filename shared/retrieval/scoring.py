@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.lifecycle.formulas import Aging
 from shared.retrieval.fusion import Candidate
 
 
@@ -106,6 +107,9 @@ class ScoringParams:
     # explicit "I used this" (POST /memory/reinforce) and what decay took count in full. 1 = OpenMemory's
     # ranking, where a memory returned before outranks better matches (docs/retrieval.md#reinforcement)
     recall_share: float = 0.1
+    # Salience is read as decayed to the query's time (the decay seed's formula, with the lifecycle's tier rules:
+    # Settings.scoring sets them), not as the decay cycle last left it; None reads it as stored
+    aging: Aging | None = field(default_factory=Aging)
 
     def for_request(self, recency_weight: float | None) -> ScoringParams:
         """These parameters for one query: its recency_weight (else the configured one) sets the weights."""
@@ -122,6 +126,8 @@ class MemoryState:
     status: str = "active"
     confidence: float = 1.0
     recall_lift: float = 0.0  # the part of `salience` that being returned by queries added
+    coactivations: int = 0
+    decay_lambda: float | None = None  # its sector's decay rate (None: the tier's λ unscaled)
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> MemoryState:
@@ -132,6 +138,8 @@ class MemoryState:
             str(row["status"]),
             float(row["confidence"]),
             float(row.get("recall_lift") or 0.0),
+            int(row.get("coactivations") or 0),
+            None if row.get("decay_lambda") is None else float(row["decay_lambda"]),
         )
 
 
@@ -195,9 +203,10 @@ def score_candidate(
     period = p.period_weight if candidate.in_period else 0.0
     days = max((now - memory.last_seen_at).total_seconds(), 0.0) / 86400.0
     candidate.relevance = fused + context + period
+    aged = p.aging.factor(memory.salience, memory.coactivations, memory.decay_lambda, days) if p.aging else 1.0
     components = ScoreComponents(
         similarity=candidate.relevance,
-        salience=ranking_salience(memory.salience, memory.recall_lift, p.recall_share),
+        salience=ranking_salience(memory.salience, memory.recall_lift, p.recall_share) * aged,
         recency=recency_score(days, p.recency_decay_per_day),
         waypoint=candidate.waypoint_weight,
     )
@@ -210,6 +219,8 @@ def score_candidate(
         "recency": round(components.recency, 6),
         "waypoint": round(components.waypoint, 6),
     }
+    if aged < 0.9995:
+        candidate.components["aging"] = round(aged, 6)
     if memory.recall_lift > 0:
         candidate.components["recall_lift"] = round(memory.recall_lift, 6)
     if candidate.activation:

@@ -77,7 +77,8 @@ def state(database, tenant: str) -> dict[uuid.UUID, dict]:
     with database.session() as s:
         rows = s.execute(
             text(
-                "SELECT id, salience, coactivations, last_seen_at, decay_lambda, tier, compression, vector_dim, "
+                "SELECT id, salience, recall_lift, coactivations, last_seen_at, decay_lambda, tier, compression, "
+                "vector_dim, "
                 "summary, content, fingerprint FROM memories WHERE user_id = :u"
             ),
             {"u": tenant},
@@ -156,6 +157,7 @@ def test_a_full_cycle_follows_the_seed_formulas_row_by_row(decay_store, cycle_se
             text(
                 """
                 UPDATE memories SET salience = (abs(hashtext(id::text)) % 1000) / 1000.0,
+                    recall_lift = (abs(hashtext(id::text)) % 1000) / 1000.0 * (abs(hashtext(id::text || 'l')) % 3) / 2,
                     coactivations = abs(hashtext(id::text || 'c')) % 9,
                     last_seen_at = CAST(:now AS timestamptz)
                                    - make_interval(secs => abs(hashtext(id::text || 'd')) % 90 * 86400.0)
@@ -180,6 +182,15 @@ def test_a_full_cycle_follows_the_seed_formulas_row_by_row(decay_store, cycle_se
         got = after[memory_id]
         assert got["tier"] == tier, memory_id
         assert got["salience"] == pytest.approx(salience, rel=1e-5, abs=1e-6), memory_id
+        # the recall lift is part of the salience: it decays by the same factor (and is never above it)
+        lift = 0.0 if salience == 0.0 else min(float(np.float32(row["recall_lift"])) * f, salience)
+        assert got["recall_lift"] == pytest.approx(lift, rel=1e-5, abs=1e-6), memory_id
+        # ranking reads the factor the cycle applies (retrieval.scoring's Aging)
+        days = max(0.0, (NOW - row["last_seen_at"]).total_seconds() / 86400)
+        aged = formulas.Aging(rules).factor(
+            float(np.float32(row["salience"])), row["coactivations"], row["decay_lambda"], days
+        )
+        assert aged == pytest.approx(f, rel=1e-6)
         assert got["content"] == row["content"]  # never lost
         if tier != "hot" and f < cycle_settings.decay_cold_threshold:
             want_fingerprinted += 1

@@ -51,3 +51,17 @@ def test_traversed_waypoints_strengthen_and_weak_ones_are_pruned(db, engine, ten
         assert removed >= 1
         left = s.execute(text("SELECT count(*) FROM waypoints WHERE src_id = :a"), {"a": a["id"]}).scalar_one()
     assert left == 1
+
+
+def test_a_query_s_reinforcement_is_recall_lift_and_a_client_s_confirms_it(db, engine, tenant):
+    from shared.lifecycle.formulas import confirmed, returned
+
+    memory, _ = add(db, engine, tenant, "The spare key is under the blue flowerpot", salience=0.4)
+    with db.session() as s:
+        reinforce_hits(engine, s, event_id=f"q:{tenant}", user_id=tenant, memory_ids=[memory["id"]], traversed=[])
+        row = memory_store.get_memory(s, tenant, memory["id"])
+        assert row is not None
+        assert (row["salience"], row["recall_lift"]) == pytest.approx(returned(0.4, 0.0, boost=0.5))
+        (after,) = memory_store.reinforce(s, tenant, [memory["id"]], boost=0.2, returned=False)
+    assert (after["salience"], after["recall_lift"]) == pytest.approx(confirmed(0.9, 0.5, boost=0.2))
+    assert after["coactivations"] == 1  # a client's reinforcement is no coactivation

@@ -15,7 +15,7 @@ NOW = datetime(2026, 11, 22, tzinfo=UTC)
 def score(candidate: Candidate, *, cosine=0.8, max_lexical=2.0, salience=0.5, seen_days_ago=0.0, alpha=0.5, **extra):
     """score_candidate with every knob off but the seed's weights and the one a test turns (`extra`: ScoringParams'
     fields, and `status` / `confidence` / `recall_lift` of the memory)."""
-    state = {k: extra.pop(k) for k in ("status", "confidence", "recall_lift") if k in extra}
+    state = {k: extra.pop(k) for k in ("status", "confidence", "recall_lift", "coactivations") if k in extra}
     params = ScoringParams(
         weights=ScoreWeights(),
         fusion_alpha=alpha,
@@ -26,6 +26,7 @@ def score(candidate: Candidate, *, cosine=0.8, max_lexical=2.0, salience=0.5, se
         context_weight=extra.pop("context_weight", 0.0),
         period_weight=extra.pop("period_weight", 0.0),
         confidence_weight=extra.pop("confidence_weight", 0.0),
+        aging=extra.pop("aging", None),
         **extra,
     )
     memory = MemoryState(salience=salience, last_seen_at=NOW - timedelta(days=seen_days_ago), **state)

@@ -245,3 +245,36 @@ def test_the_gate_reads_relevance_which_salience_and_recency_do_not_move():
     score(fresh, cosine=0.4, max_lexical=0.0, salience=1.0)
     assert stale.relevance == fresh.relevance == pytest.approx(0.2)
     assert stale.score < fresh.score
+
+
+def test_salience_is_read_as_decayed_to_the_query_s_time_whether_or_not_the_cycle_reached_the_memory():
+    from shared.lifecycle.formulas import Aging, TierRules, decay_factor
+
+    aging = Aging(TierRules(), sector_scaling=False)
+    # a month unseen at the birth salience 0.4: cold (not recent, not above 0.4), λ 0.05
+    assert aging.factor(0.4, 0, None, 30.0) == pytest.approx(decay_factor(0.05, 30.0, 0.4))
+    assert aging.factor(0.4, 0, None, 0.0) == 1.0  # seen now: nothing to decay
+    reached, not_reached = Candidate(A), Candidate(B)
+    # the cycle reached one memory on day 25 (0.4 -> 0.033); the other still has its 0.4 from birth
+    score(
+        reached,
+        cosine=0.5,
+        max_lexical=0.0,
+        salience=0.4 * decay_factor(0.05, 25.0, 0.4),
+        seen_days_ago=30,
+        aging=aging,
+    )
+    score(not_reached, cosine=0.5, max_lexical=0.0, salience=0.4, seen_days_ago=30, aging=aging)
+    assert abs(reached.score - not_reached.score) < 0.01  # without aging: 0.2 x (0.4 - 0.033) = 0.073 apart
+    assert not_reached.components["aging"] == pytest.approx(decay_factor(0.05, 30.0, 0.4), abs=1e-6)
+    used = Candidate(C)  # seen two days ago and salient: hot, and hardly decayed
+    score(used, cosine=0.5, max_lexical=0.0, salience=0.9, seen_days_ago=2, aging=aging)
+    assert used.components["salience"] == pytest.approx(0.9 * decay_factor(0.005, 2.0, 0.9), abs=1e-6)
+
+
+def test_settings_give_scoring_the_lifecycle_s_tier_rules():
+    from shared.config import Settings
+
+    settings = Settings(_env_file=None, tier_cold_lambda=0.1, decay_sector_scaling=False)
+    assert settings.scoring.aging is not None
+    assert settings.scoring.aging.tiers.cold_lambda == 0.1 and not settings.scoring.aging.sector_scaling
