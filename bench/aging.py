@@ -6,7 +6,9 @@ Loads LoCoMo's conversations through the public API as a native client does (`be
 one copy of each conversation per age. The fresh copy is asked read-only first. Then the clock is advanced one
 day at a time and each day's scheduled decay cycle runs at that simulated time, with the shipped cadence and
 ratio (a daily cycle over 3 % of each sector: MNEMOFLOW_DECAY_* / OM_DECAY_*): tiers, decay, compression and
-fingerprints, as the beat job does. On the day of each age its copy is asked every question at the defaults
+fingerprints, as the beat job does. On the day of each age its copy's times are moved that many days back (the
+gateway answers at the wall clock, so its memories are then as old to a query as they were to the cycles), and
+it is asked every question at the defaults
 (k = 10, reinforcement and regeneration on, as a user asks), in order, so a question may find what an earlier
 one regenerated. Printed per age: R@5 / R@10 beside the fresh figure, and the share of the questions' gold
 memories that decay had compressed or fingerprinted before the questions were asked.
@@ -40,6 +42,18 @@ def compression_of(database: Database, tenants: list[str]) -> dict[str, str]:
             text("SELECT id::text, compression FROM memories WHERE user_id = ANY(:t)"), {"t": tenants}
         ).all()
     return {memory_id: state for memory_id, state in rows}
+
+
+def shift_back(database: Database, tenants: list[str], days: int) -> None:
+    with database.session() as session:
+        session.execute(
+            text(
+                "UPDATE memories SET last_seen_at = last_seen_at - make_interval(days => :d), "
+                "created_at = created_at - make_interval(days => :d), "
+                "updated_at = updated_at - make_interval(days => :d) WHERE user_id = ANY(:t)"
+            ),
+            {"d": days, "t": tenants},
+        )
 
 
 def asked_aged(client: httpx.Client, corpus: Corpus, copy: str, mapping: dict[str, dict[str, set[str]]]) -> Scores:
@@ -88,6 +102,9 @@ def main() -> None:
                     day += 1
                     cycle.run(options=CycleOptions(trigger="operator", now=start + timedelta(days=day)))
                 tenants = [corpus.copy_tenant(t, f"d{age}") for t in corpus.docs]
+                # The gateway answers at the wall clock: the copy's times move `age` days back, so a query now sees
+                # its memories as old as the decay cycles saw them (recency, and salience decayed to query time).
+                shift_back(database, tenants, age)
                 states = compression_of(database, tenants)
                 gold_memories = {
                     memory_id

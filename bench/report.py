@@ -38,14 +38,22 @@ BENCHMARKS = (
     Benchmark(
         "quality",
         "Retrieval quality",
-        ("bench.quality", "--provider", "local", "--modes", "fulltext,dense,hybrid"),
-        "LoCoMo (turn-level Recall@5/@10 per question) and SciFact (nDCG@10, Recall@10) through `POST /memory/query`"
-        " on a private stack with the default local model, k = 10, at the shipped defaults, stored by a native"
-        " client (each LoCoMo session a `sequence` batch with its time as `occurred_at`). `used` is the product's"
+        ("bench.quality", "--datasets", "locomo", "--modes", "fulltext,dense,hybrid", "--gate-sweep"),
+        "LoCoMo (turn-level Recall@5/@10 per question) through `POST /memory/query` on a private stack with the"
+        " default local model, k = 10, at the shipped defaults, stored by a native client (each session a"
+        " `sequence` batch with its time as `occurred_at`). `used` is the product's"
         " figure: every question scored once, on a copy of the store the other half of the questions used first"
         " (reinforcement on, applied); `fresh` asks read-only on an unused copy. Baselines in the same run: full"
         " text alone, vectors alone and both fused by RRF (read-only). Blindness: questions that return nothing;"
-        " off-store injection: questions asked in another conversation's store that return anything.",
+        " off-store injection: questions asked in another conversation's store that return anything; the gate"
+        " sweep: both for a range of `min_score`.",
+    ),
+    Benchmark(
+        "quality-scifact",
+        "Retrieval quality, SciFact",
+        ("bench.quality", "--datasets", "scifact", "--modes", "fulltext,dense,hybrid", "--gate-sweep"),
+        'As above on SciFact (nDCG@10, Recall@10; one store of "title. abstract" memories in batches); off-store'
+        " injection asks its claims in a LoCoMo conversation's store.",
     ),
     Benchmark(
         "quality-plain",

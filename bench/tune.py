@@ -33,6 +33,7 @@ from shared.api.query import QueryFilters, QueryRequest
 from shared.config import Settings
 from shared.db import Database, create_db_engine
 from shared.embedding.factory import create_embedder
+from shared.retrieval.params import RetrievalParams
 from shared.retrieval.scoring import ScoringParams
 from shared.retrieval.service import Retriever
 
@@ -46,6 +47,14 @@ KNOBS: dict[str, tuple[float, ...]] = {
 }
 
 Config = tuple[tuple[str, float], ...]  # the knobs that differ from the defaults
+
+
+def default_of(knob: str) -> float:
+    """A knob's shipped value: a field of ScoringParams, else of RetrievalParams."""
+    for params in (ScoringParams(), RetrievalParams()):
+        if hasattr(params, knob):
+            return float(getattr(params, knob))
+    raise SystemExit(f"unknown knob {knob!r}: a field of ScoringParams or RetrievalParams")
 
 
 def fold_of(corpus: Corpus, question: Question) -> str:
@@ -68,7 +77,11 @@ class Evaluator:
 
     def retriever(self, config: Config) -> Retriever:
         retriever = Retriever(self.settings, self.embedder)
-        retriever.scoring = replace(retriever.scoring, **dict(config))  # type: ignore[arg-type]
+        scoring = {k: v for k, v in config if hasattr(retriever.scoring, k)}
+        stages = {k: type(getattr(retriever.params, k))(v) for k, v in config if k not in scoring}
+        retriever.scoring = replace(retriever.scoring, **scoring)  # type: ignore[arg-type]
+        retriever.params = replace(retriever.params, **stages)
+        retriever.candidates.params = retriever.params
         return retriever
 
     def scores(self, config: Config, questions: list[Question]) -> list[dict[str, float]]:
@@ -94,10 +107,9 @@ class Evaluator:
 
 def pick(evaluator: Evaluator, questions: list[Question], metric: str) -> Config:
     """Each knob at its best value on these questions, the others at their defaults (coordinate-wise)."""
-    defaults = ScoringParams()
     chosen = []
     for knob, values in KNOBS.items():
-        default = getattr(defaults, knob)
+        default = default_of(knob)
         best = max(
             values,
             key=lambda v: (
@@ -152,11 +164,10 @@ def leave_one_out(evaluator: Evaluator, corpus: Corpus) -> None:
                 cells.append(f"{_mean(rows, metric):.3f} / {_mean(rows, second):.3f} ({len(rows)})")
             print(f"| {label} | " + " | ".join(cells) + " |")
     print(f"\n{corpus.name}, each knob's alternatives on all questions ({metric}):")
-    defaults = ScoringParams()
     for knob, values in KNOBS.items():
         cells = []
         for v in values:
-            alternative: Config = () if v == getattr(defaults, knob) else ((knob, v),)
+            alternative: Config = () if v == default_of(knob) else ((knob, v),)
             cells.append(f"{v}: {evaluator.mean(alternative, corpus.questions, metric):.3f}")
         print(f"  {knob:<18} " + "  ".join(cells))
 
@@ -174,7 +185,20 @@ def main() -> None:
     parser.add_argument("--datasets", default="locomo,scifact")
     parser.add_argument("--limit-queries", type=int, default=0)
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument(
+        "--knobs",
+        nargs="+",
+        metavar="NAME=V1,V2,...",
+        help="the knobs to try instead of the default set (fields of ScoringParams or RetrievalParams, with the"
+        " default among the values), e.g. candidate_multiplier=4,6,8",
+    )
     args = parser.parse_args()
+    if args.knobs:
+        KNOBS.clear()
+        for entry in args.knobs:
+            name, _, values = entry.partition("=")
+            KNOBS[name] = tuple(float(v) for v in values.split(","))
+            default_of(name)
     os.environ["MNEMOFLOW_EMBEDDING_PROVIDER"] = args.provider
     corpora: list[Corpus] = []
     for name in args.datasets.split(","):
