@@ -50,7 +50,8 @@ def shift_back(database: Database, tenants: list[str], days: int) -> None:
             text(
                 "UPDATE memories SET last_seen_at = last_seen_at - make_interval(days => :d), "
                 "created_at = created_at - make_interval(days => :d), "
-                "updated_at = updated_at - make_interval(days => :d) WHERE user_id = ANY(:t)"
+                "updated_at = updated_at - make_interval(days => :d), "
+                "last_used_at = last_used_at - make_interval(days => :d) WHERE user_id = ANY(:t)"
             ),
             {"d": days, "t": tenants},
         )

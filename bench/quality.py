@@ -194,34 +194,30 @@ def injection(client: httpx.Client, questions: Sequence[Question], stores: Seque
     return answered / len(questions)
 
 
-def best_relevance(client: httpx.Client, question: Question, tenant: str) -> float:
-    """The best relevance (the score's similarity component, what the gate reads) among the top 10 with no gate."""
-    body = {
-        "query": question.text,
-        "k": K,
-        "user_id": tenant,
-        "filters": {"min_score": 0.0},
-        "explain": True,
-        "reinforce": False,
-    }
-    response = client.post("/memory/query", json=body)
-    response.raise_for_status()
-    return max((m["trace"]["components"]["similarity"] for m in response.json()["matches"]), default=0.0)
+GATES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)
 
 
 def gate_sweep(client: httpx.Client, corpus: Corpus, stores: Sequence[str]) -> None:
-    """Blindness and off-store injection for a range of `min_score` values (the gate on relevance)."""
-    own = [best_relevance(client, q, q.tenant) for q in corpus.questions]
-    other = []
-    for q in corpus.questions:
-        index = stores.index(q.tenant) if q.tenant in stores else -1
-        if stores and stores[(index + 1) % len(stores)] != q.tenant:
-            other.append(best_relevance(client, q, stores[(index + 1) % len(stores)]))
-    print(f"\n{corpus.name}: the gate on relevance (min_score) | blind | off-store injection")
-    for threshold in (0.0, 0.05, 0.08, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2, 0.25, 0.3):
-        blind = sum(r < threshold for r in own) / len(own)
-        injected = sum(r >= threshold for r in other) / len(other) if other else math.nan
-        print(f"| {threshold:.2f} | {blind:.1%} | {injected:.1%} |")
+    """Blindness and off-store injection at each of GATES as `min_score` (the gate on relevance), asked for real
+    (read-only, k = 10): the gate runs over every candidate, not over a top 10 ranked without it."""
+    print(f"\n{corpus.name}: the gate on relevance (min_score) | blind | off-store injection", flush=True)
+    for threshold in GATES:
+        blind = injected = foreign = 0
+        for q in corpus.questions:
+            blind += not _asked(client, q, q.tenant, threshold)
+            index = stores.index(q.tenant) if q.tenant in stores else -1
+            if stores and stores[(index + 1) % len(stores)] != q.tenant:
+                foreign += 1
+                injected += bool(_asked(client, q, stores[(index + 1) % len(stores)], threshold))
+        share = f"{injected / foreign:.1%}" if foreign else "-"
+        print(f"| {threshold:.2f} | {blind / len(corpus.questions):.1%} | {share} |", flush=True)
+
+
+def _asked(client: httpx.Client, question: Question, tenant: str, min_score: float) -> list[Any]:
+    body = {"query": question.text, "k": K, "user_id": tenant, "filters": {"min_score": min_score}, "reinforce": False}
+    response = client.post("/memory/query", json=body)
+    response.raise_for_status()
+    return list(response.json()["matches"])
 
 
 @contextlib.contextmanager

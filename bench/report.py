@@ -51,7 +51,7 @@ BENCHMARKS = (
     Benchmark(
         "quality-scifact",
         "Retrieval quality, SciFact",
-        ("bench.quality", "--datasets", "scifact", "--modes", "fulltext,dense,hybrid", "--gate-sweep"),
+        ("bench.quality", "--datasets", "scifact"),
         'As above on SciFact (nDCG@10, Recall@10; one store of "title. abstract" memories in batches); off-store'
         " injection asks its claims in a LoCoMo conversation's store.",
     ),

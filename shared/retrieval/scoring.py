@@ -128,6 +128,8 @@ class MemoryState:
     recall_lift: float = 0.0  # the part of `salience` that being returned by queries added
     coactivations: int = 0
     decay_lambda: float | None = None  # its sector's decay rate (None: the tier's λ unscaled)
+    # when it was last used other than by being returned (stored, or confirmed by a client); None: last seen
+    last_used_at: datetime | None = None
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> MemoryState:
@@ -140,15 +142,35 @@ class MemoryState:
             float(row.get("recall_lift") or 0.0),
             int(row.get("coactivations") or 0),
             None if row.get("decay_lambda") is None else float(row["decay_lambda"]),
+            row.get("last_used_at") or row.get("created_at"),
         )
 
 
-def ranking_salience(salience: float, recall_lift: float, share: float) -> float:
-    """The salience that ranks: all of it but the recall lift, and `share` of that. Bounded: a memory returned
-    by any number of queries gains at most `share` x (1 - its salience at birth) on one never returned, so being
-    recalled before reorders near-ties of relevance and no more, while decay still lowers it in full."""
-    lift = min(max(recall_lift, 0.0), salience)
-    return salience - (1.0 - share) * lift
+def use_priors(memory: MemoryState, now: datetime, p: ScoringParams) -> tuple[float, float, float]:
+    """The salience and recency ranking reads, and the aging factor of the salience: (salience, recency, aging).
+
+    Being returned by a query raises salience (its recall lift) and refreshes `last_seen_at`, which keeps the
+    memory from decaying and makes it recent: all of that is the seeds' and feeds decay and tiers. Ranking counts
+    `recall_share` of it. The memory as it would be had queries not returned it — its salience less the lift,
+    decayed and aged since it was last used — plus that share of the difference to the memory as it is. A memory
+    no query returned since it was last used ranks as it is."""
+    seen_days = max((now - memory.last_seen_at).total_seconds(), 0.0) / 86400.0
+    used_at = memory.last_used_at if memory.last_used_at is not None else memory.last_seen_at
+    used_days = max((now - used_at).total_seconds(), 0.0) / 86400.0
+    lift = min(max(memory.recall_lift, 0.0), memory.salience)
+    base = memory.salience - lift
+    if p.aging is not None:
+        aged = p.aging.factor(memory.salience, memory.coactivations, memory.decay_lambda, seen_days)
+        unreturned_aged = p.aging.factor(base, 0, memory.decay_lambda, used_days) if used_days > seen_days else aged
+    else:
+        aged = unreturned_aged = 1.0
+    as_is, unreturned = memory.salience * aged, base * unreturned_aged
+    recency_as_is = recency_score(seen_days, p.recency_decay_per_day)
+    recency_unreturned = recency_score(used_days, p.recency_decay_per_day)
+    share = p.recall_share
+    salience = unreturned + share * (as_is - unreturned)
+    recency = recency_unreturned + share * (recency_as_is - recency_unreturned)
+    return salience, recency, aged
 
 
 def lexical_strength(candidate: Candidate, max_lexical: float, power: float = 1.0) -> float:
@@ -201,13 +223,12 @@ def score_candidate(
     fused = max((p.hop_decay**candidate.hops) * own, p.activation_weight * candidate.activation)
     context = p.context_weight * candidate.support
     period = p.period_weight if candidate.in_period else 0.0
-    days = max((now - memory.last_seen_at).total_seconds(), 0.0) / 86400.0
     candidate.relevance = fused + context + period
-    aged = p.aging.factor(memory.salience, memory.coactivations, memory.decay_lambda, days) if p.aging else 1.0
+    salience, recency, aged = use_priors(memory, now, p)
     components = ScoreComponents(
         similarity=candidate.relevance,
-        salience=ranking_salience(memory.salience, memory.recall_lift, p.recall_share) * aged,
-        recency=recency_score(days, p.recency_decay_per_day),
+        salience=salience,
+        recency=recency,
         waypoint=candidate.waypoint_weight,
     )
     candidate.similarity = cosine or 0.0

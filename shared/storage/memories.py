@@ -233,7 +233,8 @@ def reinforce(
 
     `returned`: a query returned these memories (decay seed, "Automatic Reinforcement on Query"): the gain is
     also added to their recall lift, and a coactivation is counted. Otherwise a client said it used them
-    (POST /memory/reinforce): the boost first confirms lift, which then counts in ranking in full."""
+    (POST /memory/reinforce): the boost first confirms lift, which then counts in ranking in full, and they were
+    used now (`last_used_at`)."""
     rows = session.execute(
         text(
             f"""
@@ -241,7 +242,8 @@ def reinforce(
                    recall_lift = CASE WHEN :returned
                        THEN LEAST(1.0, recall_lift + LEAST(1.0, salience + :boost) - salience)
                        ELSE GREATEST(0.0, recall_lift - :boost) END,
-                   coactivations = coactivations + CASE WHEN :returned THEN 1 ELSE 0 END
+                   coactivations = coactivations + CASE WHEN :returned THEN 1 ELSE 0 END,
+                   last_used_at = CASE WHEN :returned THEN last_used_at ELSE now() END
             WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
             RETURNING {MEMORY_COLUMNS}
             """

@@ -15,13 +15,13 @@ import numpy as np
 
 MEMORY_COLUMNS = (
     "id, user_id, content, summary, primary_sector, sectors, tags, meta, salience, recall_lift, decay_lambda, "
-    "coactivations, tier, status, confidence, compression, created_at, updated_at, last_seen_at, occurred_at, "
-    "document_id"
+    "coactivations, tier, status, confidence, compression, created_at, updated_at, last_seen_at, last_used_at, "
+    "occurred_at, document_id"
 )
 # What scoring and filtering read (the read path's first fetch); the rest is the payload (`fetch_payloads`)
 LEAN_COLUMNS = (
     "id, user_id, primary_sector, sectors, tags, salience, recall_lift, decay_lambda, coactivations, "
-    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, occurred_at, version"
+    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, last_used_at, occurred_at, version"
 )
 
 

@@ -65,3 +65,4 @@ def test_a_query_s_reinforcement_is_recall_lift_and_a_client_s_confirms_it(db, e
         (after,) = memory_store.reinforce(s, tenant, [memory["id"]], boost=0.2, returned=False)
     assert (after["salience"], after["recall_lift"]) == pytest.approx(confirmed(0.9, 0.5, boost=0.2))
     assert after["coactivations"] == 1  # a client's reinforcement is no coactivation
+    assert row["last_used_at"] is None and after["last_used_at"] is not None  # being returned is not being used

@@ -14,8 +14,11 @@ NOW = datetime(2026, 11, 22, tzinfo=UTC)
 
 def score(candidate: Candidate, *, cosine=0.8, max_lexical=2.0, salience=0.5, seen_days_ago=0.0, alpha=0.5, **extra):
     """score_candidate with every knob off but the seed's weights and the one a test turns (`extra`: ScoringParams'
-    fields, and `status` / `confidence` / `recall_lift` of the memory)."""
+    fields, and `status` / `confidence` / `recall_lift` / `coactivations` / `used_days_ago` of the memory)."""
     state = {k: extra.pop(k) for k in ("status", "confidence", "recall_lift", "coactivations") if k in extra}
+    used = extra.pop("used_days_ago", None)
+    if used is not None:
+        state["last_used_at"] = NOW - timedelta(days=used)
     params = ScoringParams(
         weights=ScoreWeights(),
         fusion_alpha=alpha,

@@ -14,7 +14,6 @@ from shared.retrieval.scoring import (
     composite_score,
     cosine_similarity,
     lexical_strength,
-    ranking_salience,
     recency_score,
     relevance,
     resolve_conflicts,
@@ -235,8 +234,12 @@ def test_salience_the_writer_gave_or_a_client_confirmed_counts_in_full():
     score(important, cosine=0.5, max_lexical=0.0, salience=0.9)
     score(plain, cosine=0.5, max_lexical=0.0, salience=0.4)
     assert important.score - plain.score == pytest.approx(0.2 * 0.5)
-    assert ranking_salience(1.0, 0.3, 0.1) == pytest.approx(0.73)
-    assert ranking_salience(0.2, 0.5, 0.1) == pytest.approx(0.02)  # a lift is never more than the salience
+    confirmed_once = Candidate(C)
+    score(confirmed_once, cosine=0.5, max_lexical=0.0, salience=1.0, recall_lift=0.3)
+    assert confirmed_once.components["salience"] == pytest.approx(0.73)  # 1.0 - 0.9 x 0.3
+    odd = Candidate(D)
+    score(odd, cosine=0.5, max_lexical=0.0, salience=0.2, recall_lift=0.5)
+    assert odd.components["salience"] == pytest.approx(0.02)  # a lift is never more than the salience
 
 
 def test_the_gate_reads_relevance_which_salience_and_recency_do_not_move():
@@ -278,3 +281,44 @@ def test_settings_give_scoring_the_lifecycle_s_tier_rules():
     settings = Settings(_env_file=None, tier_cold_lambda=0.1, decay_sector_scaling=False)
     assert settings.scoring.aging is not None
     assert settings.scoring.aging.tiers.cold_lambda == 0.1 and not settings.scoring.aging.sector_scaling
+
+
+def test_in_an_old_store_what_queries_returned_yesterday_does_not_outrank_a_better_match():
+    from shared.lifecycle.formulas import Aging, TierRules, returned
+
+    aging = Aging(TierRules(), sector_scaling=False)
+    # both stored 30 days ago; one was returned by a query yesterday (seen again, salience raised, not decayed)
+    salience, lift = returned(0.4, 0.0, boost=0.5)
+    echoed, better = Candidate(A), Candidate(B)
+    score(
+        echoed,
+        cosine=0.50,
+        max_lexical=0.0,
+        salience=salience,
+        recall_lift=lift,
+        seen_days_ago=1,
+        used_days_ago=30,
+        aging=aging,
+    )
+    # the echo is bounded: at most a tenth of salience 1 and of recency 1 over the unreturned memory's (0.028 of
+    # composite, 0.047 of relevance); a match better by 0.05 of relevance wins
+    score(better, cosine=0.60, max_lexical=0.0, salience=0.4, seen_days_ago=30, aging=aging)
+    assert better.score > echoed.score
+    # as OpenMemory ranks it (the whole echo counts), the memory returned yesterday wins by far
+    as_openmemory = Candidate(C)
+    score(
+        as_openmemory,
+        cosine=0.50,
+        max_lexical=0.0,
+        salience=salience,
+        recall_lift=lift,
+        seen_days_ago=1,
+        used_days_ago=30,
+        aging=aging,
+        recall_share=1.0,
+    )
+    assert as_openmemory.score - better.score > 0.1
+    # a client that used it yesterday (POST /memory/reinforce) makes it recent and salient in full
+    used = Candidate(D)
+    score(used, cosine=0.50, max_lexical=0.0, salience=0.6, seen_days_ago=1, used_days_ago=1, aging=aging)
+    assert used.score > better.score
