@@ -79,7 +79,8 @@ def add_batch(
 
 @router.post("/reinforce")
 def reinforce_memory(body: ReinforceRequest, state: StateDep, work: WorkDep, principal: PrincipalDep) -> dict[str, Any]:
-    """Boost a memory's salience (default boost from settings) and mark it seen now."""
+    """The client used this memory: boost its salience (default boost from settings) and mark it seen and used now. It
+    counts in ranking in full, unlike being returned by a query, and confirms what queries added first."""
     user_id = principal.tenant(body.user_id)
     boost = body.boost if body.boost is not None else state.settings.reinforcement.manual_boost
     rows = memory_store.reinforce(work.session, user_id, [body.id], boost=boost, returned=False)
