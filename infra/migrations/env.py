@@ -6,8 +6,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from shared.config import get_settings, normalize_database_url
-
-MIGRATION_LOCK_KEY = 727274
+from shared.storage.locks import Lock, hold, release
 
 url = context.config.attributes.get("database_url") or get_settings().database_url
 if not url:
@@ -16,14 +15,12 @@ if not url:
 engine = create_engine(normalize_database_url(url), poolclass=pool.NullPool)
 with engine.connect() as connection:
     # Gateway, workers and tests may start at once: only one of them migrates at a time.
-    connection.exec_driver_sql(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})")
-    connection.commit()
+    hold(connection, Lock.MIGRATION)
     try:
         context.configure(connection=connection)
         with context.begin_transaction():
             context.run_migrations()
     finally:
         connection.rollback()
-        connection.exec_driver_sql(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})")
-        connection.commit()
+        release(connection, Lock.MIGRATION)
 engine.dispose()

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from shared.config import Settings
@@ -35,12 +34,12 @@ from shared.lifecycle.compression import (
     fingerprint_vector,
     pool_to,
 )
-from shared.storage import decay_runs, decay_steps
+from shared.storage import decay_runs, decay_steps, locks
 from shared.storage.decay_steps import CompressedMemory, DecayParams, VectorRow
+from shared.storage.locks import Lock
 
 log = logging.getLogger("mnemoflow.decay")
 
-CYCLE_LOCK_KEY = 727277  # pg advisory lock: one decay cycle at a time, store-wide
 STEP_ROWS = 20_000  # memories per committed step
 ENDED = ("succeeded", "skipped", "failed")
 
@@ -96,15 +95,12 @@ class DecayCycle:
                 if existing is not None and existing["status"] in ENDED:
                     return existing
         with self.db.engine.connect() as lock_conn:
-            held = lock_conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": CYCLE_LOCK_KEY}).scalar_one()
-            lock_conn.commit()
-            if not held:
+            if not locks.try_hold(lock_conn, Lock.DECAY_CYCLE):  # one cycle at a time, store-wide
                 return self._skip(run_id, "another decay cycle is running")
             try:
                 return self._run_locked(run_id, ratio, options)
             finally:
-                lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": CYCLE_LOCK_KEY})
-                lock_conn.commit()
+                locks.release(lock_conn, Lock.DECAY_CYCLE)
 
     def _skip(self, run_id: uuid.UUID, reason: str) -> dict[str, Any]:
         log.info("[decay] skipped: %s", reason)

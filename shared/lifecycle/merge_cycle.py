@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from shared.config import Settings
@@ -23,11 +22,12 @@ from shared.db import Database
 from shared.jobs import embed_queue
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
+from shared.storage import locks
 from shared.storage import vectors as vector_store
+from shared.storage.locks import Lock
 
 log = logging.getLogger("mnemoflow.worker")
 
-MERGE_LOCK_KEY = 727275  # pg advisory lock: one merger at a time, store-wide
 ANALYZE_EVERY = 5000  # merged vectors between statistics refreshes
 EMBED_QUEUES = tuple(embed_queue(sector) for sector in SECTORS)
 
@@ -75,7 +75,7 @@ class MergeCycle:
         started = time.monotonic()
         unfinished = False
         with self.db.engine.connect() as lock_conn:
-            if not lock_conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": MERGE_LOCK_KEY}).scalar_one():
+            if not locks.try_hold(lock_conn, Lock.MERGE):
                 return MergeOutcome(skipped=True)
             try:
                 since_analyze = ANALYZE_EVERY  # statistics first: the backlog may be large and unseen
@@ -93,8 +93,7 @@ class MergeCycle:
                 else:
                     unfinished = True  # out of time with work left: the caller continues in a fresh task
             finally:
-                lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MERGE_LOCK_KEY})
-                lock_conn.commit()
+                locks.release(lock_conn, Lock.MERGE)
         if merged:
             log.info("[merge] indexed %d vectors, %d waypoints in %.1fs", merged, links, time.monotonic() - started)
         return MergeOutcome(merged, links, unfinished=unfinished)

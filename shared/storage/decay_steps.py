@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session
 
 from shared.lifecycle.compression import FINGERPRINTED
 from shared.lifecycle.formulas import MEAN_SECTOR_LAMBDA, MIN_EXPONENT, SALIENCE_FLOOR, TierRules
+from shared.storage import locks
 from shared.storage.bm25 import count_terms
+from shared.storage.locks import Lock
 
-TERM_STATS_LOCK = 727278  # pg advisory xact lock: decay threads' BM25 statistics updates, one at a time
 MIN_UUID = "00000000-0000-0000-0000-000000000000"  # below every id gen_random_uuid() makes
 MAX_UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 
@@ -304,5 +305,5 @@ def write_compressed(
         },
     )
     if newly_counted:  # decay threads touch the same terms: one at a time, or they deadlock on term_stats
-        session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": TERM_STATS_LOCK})
+        locks.hold_for_transaction(session, Lock.TERM_STATS)  # the decay threads' BM25 statistics, one at a time
         count_terms(session, newly_counted, sign=1)

@@ -19,10 +19,9 @@ from shared.embedding import EmbeddingProvider
 from shared.errors import Conflict
 from shared.lifecycle.compression import dimension_ladder
 from shared.memory.sectors import SECTORS
+from shared.storage import locks
+from shared.storage.locks import Lock
 from shared.storage.vector_index import create_vector_index_sql
-
-STORE_MODEL_LOCK = 727276
-INDEX_DDL_LOCK = 727277
 
 SectorEmbedders = Mapping[str, EmbeddingProvider]
 
@@ -103,7 +102,7 @@ def _check(store: Mapping[str, StoreModel], embedders: Mapping[str, EmbeddingPro
 
 def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_construction: int) -> None:
     """The partial HNSW index of every sector partition for vectors of each dimension in `dims`."""
-    session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": INDEX_DDL_LOCK})  # concurrent DDL races
+    locks.hold_for_transaction(session, Lock.INDEX_DDL)  # concurrent DDL races
     for dim in sorted(dims):
         for sector in SECTORS:
             session.execute(text(create_vector_index_sql(sector, dim, m, ef_construction)))
@@ -147,7 +146,7 @@ def guard_store_model(session: Session, embedders: SectorEmbedders | EmbeddingPr
     Two statements on purpose: a statement's snapshot predates a lock it waits for inside itself.
     """
     chosen = per_sector(embedders)
-    session.execute(text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": STORE_MODEL_LOCK})
+    locks.hold_for_transaction(session, Lock.STORE_MODEL, shared=True)
     store = current_models(session)
     if len(store) < len(SECTORS):
         _record(session, chosen)
@@ -157,7 +156,7 @@ def guard_store_model(session: Session, embedders: SectorEmbedders | EmbeddingPr
 
 def lock_for_switch(session: Session) -> None:
     """The exclusive side of the lock: waits for in-flight writers, holds new ones until commit."""
-    session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": STORE_MODEL_LOCK})
+    locks.hold_for_transaction(session, Lock.STORE_MODEL)
 
 
 def switch_models(session: Session, targets: Mapping[str, StoreModel]) -> None:

@@ -27,12 +27,13 @@ from shared.api.query import QueryFilters, RetrievalOptions
 from shared.embedding import SyntheticEmbedder
 from shared.lifecycle import compression, formulas
 from shared.lifecycle.activity import active_queries, query_finished, query_started
-from shared.lifecycle.decay_cycle import CYCLE_LOCK_KEY, CycleOptions, DecayCycle, format_line
+from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle, format_line
 from shared.lifecycle.reinforcement import regenerate
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
 from shared.retrieval.service import Retriever
 from shared.storage import decay_runs
+from shared.storage.locks import Lock
 from shared.storage.sector_models import ensure_store_model
 from tests.integration.helpers import search
 
@@ -446,7 +447,7 @@ def test_a_cycle_killed_midway_loses_nothing_and_the_next_one_finishes_it(decay_
         with database.session() as s:
             held = s.execute(
                 text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = :k AND granted"),
-                {"k": CYCLE_LOCK_KEY},
+                {"k": int(Lock.DECAY_CYCLE)},
             ).scalar_one()
         if not held:
             break
