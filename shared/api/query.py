@@ -10,6 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from shared.api.common import SECTORS, UserId, assume_utc, known_sectors, no_nul
 
+# A query is embedded and turned into a tsquery on the request path: beyond this it is a document, not a question
+# (a megabyte was ~1,000 embedding windows and made to_tsvector raise).
+MAX_QUERY_CHARS = 16_384
+
 
 class QueryFilters(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -88,7 +92,11 @@ class QueryRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1)
+    query: str = Field(
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        description=f"what to recall, at most {MAX_QUERY_CHARS:,} characters (a question, not a document)",
+    )
     k: int | None = Field(default=None, ge=1)
     filters: QueryFilters = Field(default_factory=QueryFilters)
     user_id: UserId | None = None

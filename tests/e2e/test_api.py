@@ -391,6 +391,7 @@ def test_sectors_report_counts_for_the_tenant(http, tenant):
         ("post", "/memory/add", {"content": "x", "metadata": {"k": "\u0000"}}, 422, "NUL"),
         ("post", "/memory/add", {"content": "x", "tags": ["a\u0000"]}, 422, "NUL"),
         ("post", "/memory/query", {"query": "\u0000"}, 422, "NUL"),
+        ("post", "/memory/query", {"query": "why " * 4097}, 422, "16384 characters"),
         ("post", "/memory/query", {"query": "x", "k": 0}, 422, "k"),
         ("post", "/memory/query", {"query": "x", "k": 201}, 422, "maximum"),
         ("post", "/memory/query", {"query": "x", "filters": {"sector": "dreams"}}, 422, "unknown sector"),
