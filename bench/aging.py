@@ -27,8 +27,8 @@ from sqlalchemy import text
 
 from bench.common import fresh_database, servers, stack
 from bench.embedding_quality import DATA
-from bench.quality import Scores, ask, read_only
-from bench.quality_data import Corpus, load_locomo, memories, store
+from bench.quality import Scores, ask_all
+from bench.quality_data import load_locomo, memories, store
 from shared.api.common import SECTORS
 from shared.config import Settings
 from shared.db import Database, create_db_engine
@@ -57,16 +57,6 @@ def shift_back(database: Database, tenants: list[str], days: int) -> None:
         )
 
 
-def asked_aged(client: httpx.Client, corpus: Corpus, copy: str, mapping: dict[str, dict[str, set[str]]]) -> Scores:
-    scores = Scores()
-    for question in corpus.questions:
-        tenant = corpus.copy_tenant(question.tenant, copy)
-        memory_ids, ms = ask(client, question, tenant)
-        scores.latencies.append(ms)
-        scores.score(corpus, question, memory_ids, mapping[tenant])
-    return scores
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.aging", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -90,7 +80,7 @@ def main() -> None:
             print(
                 f"provider {health['provider']}; {len(copies)} copies of LoCoMo stored in {seconds:.0f} s", flush=True
             )
-            fresh = read_only(client, corpus, mapping)
+            fresh = ask_all(client, corpus, mapping)
             print(f"  fresh   R@5 {fresh.mean('all:R@5'):.3f} R@10 {fresh.mean('all:R@10'):.3f}", flush=True)
             full_dims = dict.fromkeys(SECTORS, int(health["dimensions"]))
             cycle = DecayCycle(database, settings, full_dims)
@@ -116,14 +106,14 @@ def main() -> None:
                 counts = {
                     s: sum(1 for m in gold_memories if states.get(m) == s) for s in ("compressed", "fingerprinted")
                 }
-                untouched = read_only(client, corpus, mapping, copy=f"d{age}")
+                untouched = ask_all(client, corpus, mapping, copy=f"d{age}")
                 print(
                     f"  {age:>3} days, read-only R@5 {untouched.mean('all:R@5'):.3f} "
                     f"R@10 {untouched.mean('all:R@10'):.3f}; gold memories compressed {counts['compressed']}, "
                     f"fingerprinted {counts['fingerprinted']} of {len(gold_memories)}",
                     flush=True,
                 )
-                scores = asked_aged(client, corpus, f"d{age}", mapping)
+                scores = ask_all(client, corpus, mapping, copy=f"d{age}", reinforce=True)
                 time.sleep(2)  # let the last regenerations land before counting
                 regenerated = compression_of(database, tenants)
                 back = sum(1 for m in gold_memories if states.get(m) != "full" and regenerated.get(m) == "full")

@@ -61,13 +61,22 @@ K = 10
 
 
 def ask(
-    client: httpx.Client, question: Question, tenant: str, *, mode: str = "", reinforce: bool = True
+    client: httpx.Client,
+    question: Question,
+    tenant: str,
+    *,
+    mode: str = "",
+    reinforce: bool = True,
+    min_score: float | None = None,
 ) -> tuple[list[str], float]:
-    """The memory ids a query at the defaults returns (k = 10; `mode` sets the stage switches of an ablation),
-    and the request's milliseconds. `reinforce` True: the request leaves the field out, as a plain client does."""
+    """The memory ids a query at the defaults returns (k = 10; `mode` sets the stage switches of an ablation,
+    `min_score` a gate of its own), and the request's milliseconds. `reinforce` True: the request leaves the field
+    out, as a plain client does."""
     body: dict[str, Any] = {"query": question.text, "k": K, "user_id": tenant}
     if mode:
         body["retrieval"] = MODES[mode]
+    if min_score is not None:
+        body["filters"] = {"min_score": min_score}
     if not reinforce:
         body["reinforce"] = False
     started = time.perf_counter()
@@ -125,14 +134,21 @@ class Scores:
         return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else math.nan
 
 
-def read_only(
-    client: httpx.Client, corpus: Corpus, mapping: dict[str, dict[str, set[str]]], mode: str = "", copy: str = ""
+def ask_all(
+    client: httpx.Client,
+    corpus: Corpus,
+    mapping: dict[str, dict[str, set[str]]],
+    mode: str = "",
+    copy: str = "",
+    *,
+    reinforce: bool = False,
 ) -> Scores:
-    """Every question read-only on a copy (the first: a fresh store; read-only queries change nothing)."""
+    """Every question, scored, on a copy (the first: a fresh store), read-only unless `reinforce` (read-only
+    queries change nothing)."""
     scores = Scores()
     for question in corpus.questions:
         tenant = corpus.copy_tenant(question.tenant, copy)
-        memory_ids, ms = ask(client, question, tenant, mode=mode, reinforce=False)
+        memory_ids, ms = ask(client, question, tenant, mode=mode, reinforce=reinforce)
         scores.latencies.append(ms)
         scores.score(corpus, question, memory_ids, mapping[tenant])
     return scores
@@ -181,17 +197,25 @@ def settle_reinforcement(
 def injection(client: httpx.Client, questions: Sequence[Question], stores: Sequence[str]) -> float:
     """The share of questions that return anything when asked (read-only, at the defaults) in a store that is not
     theirs: each question in the next store of `stores` after its own (or the first, if its own is not there)."""
-    if not stores or not questions:
+    if not questions:
         return math.nan
     answered = 0
     for question in questions:
-        own = stores.index(question.tenant) if question.tenant in stores else -1
-        other = stores[(own + 1) % len(stores)]
-        if other == question.tenant:
+        other = other_store(question, stores)
+        if other is None:
             return math.nan
         memory_ids, _ = ask(client, question, other, reinforce=False)
         answered += bool(memory_ids)
     return answered / len(questions)
+
+
+def other_store(question: Question, stores: Sequence[str]) -> str | None:
+    """The store after the question's own in `stores` (the first, if its own is not there); None if there is none."""
+    if not stores:
+        return None
+    own = stores.index(question.tenant) if question.tenant in stores else -1
+    other = stores[(own + 1) % len(stores)]
+    return None if other == question.tenant else other
 
 
 GATES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)
@@ -204,20 +228,13 @@ def gate_sweep(client: httpx.Client, corpus: Corpus, stores: Sequence[str]) -> N
     for threshold in GATES:
         blind = injected = foreign = 0
         for q in corpus.questions:
-            blind += not _asked(client, q, q.tenant, threshold)
-            index = stores.index(q.tenant) if q.tenant in stores else -1
-            if stores and stores[(index + 1) % len(stores)] != q.tenant:
+            blind += not ask(client, q, q.tenant, reinforce=False, min_score=threshold)[0]
+            other = other_store(q, stores)
+            if other is not None:
                 foreign += 1
-                injected += bool(_asked(client, q, stores[(index + 1) % len(stores)], threshold))
+                injected += bool(ask(client, q, other, reinforce=False, min_score=threshold)[0])
         share = f"{injected / foreign:.1%}" if foreign else "-"
         print(f"| {threshold:.2f} | {blind / len(corpus.questions):.1%} | {share} |", flush=True)
-
-
-def _asked(client: httpx.Client, question: Question, tenant: str, min_score: float) -> list[Any]:
-    body = {"query": question.text, "k": K, "user_id": tenant, "filters": {"min_score": min_score}, "reinforce": False}
-    response = client.post("/memory/query", json=body)
-    response.raise_for_status()
-    return list(response.json()["matches"])
 
 
 @contextlib.contextmanager
@@ -289,10 +306,10 @@ def main() -> None:
             print(f"{corpus.name}: {docs:,} memories x {len(copies)} copies stored and settled in {seconds:.0f} s")
         for corpus in corpora:  # read-only first: it changes nothing the used-store protocol sees
             mapping = mappings[corpus.name]
-            results[(corpus.name, "fresh")] = scores = read_only(client, corpus, mapping)
+            results[(corpus.name, "fresh")] = scores = ask_all(client, corpus, mapping)
             line(corpus, "fresh", scores)
             for mode in modes:
-                results[(corpus.name, mode)] = scores = read_only(client, corpus, mapping, mode)
+                results[(corpus.name, mode)] = scores = ask_all(client, corpus, mapping, mode)
                 line(corpus, mode, scores)
         locomo_stores = sorted(t for c in corpora if c.name == "locomo" for t in c.docs)
         if not locomo_stores:  # SciFact alone: its claims are asked in one conversation's store

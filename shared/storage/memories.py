@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from shared.storage.rows import MEMORY_COLUMNS, MemoryFilter, NewMemory, StoredRef, row_to_dict
+from shared.storage.rows import MEMORY_COLUMNS, RETURNED_SET, MemoryFilter, NewMemory, StoredRef, row_to_dict
 from shared.storage.vectors import copy_vectors
 
 
@@ -226,6 +226,12 @@ def content_hash_owner(session: Session, user_id: str, content_hash: str) -> uui
     ).scalar_one_or_none()
 
 
+# A client used the memory (shared.lifecycle.formulas.confirmed): the boost first confirms recall lift
+CONFIRMED_SET = (
+    "salience = LEAST(1.0, salience + :boost), recall_lift = GREATEST(0.0, recall_lift - :boost), last_used_at = now()"
+)
+
+
 def reinforce(
     session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, boost: float, returned: bool
 ) -> list[dict[str, Any]]:
@@ -238,22 +244,14 @@ def reinforce(
     rows = session.execute(
         text(
             f"""
-            UPDATE memories SET salience = LEAST(1.0, salience + :boost), last_seen_at = now(), updated_at = now(),
-                   recall_lift = CASE WHEN :returned
-                       THEN LEAST(1.0, recall_lift + LEAST(1.0, salience + :boost) - salience)
-                       ELSE GREATEST(0.0, recall_lift - :boost) END,
-                   coactivations = coactivations + CASE WHEN :returned THEN 1 ELSE 0 END,
-                   last_used_at = CASE WHEN :returned THEN last_used_at ELSE now() END
+            UPDATE memories SET {RETURNED_SET if returned else CONFIRMED_SET},
+                   last_seen_at = now(), updated_at = now(),
+                   coactivations = coactivations + {1 if returned else 0}
             WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
             RETURNING {MEMORY_COLUMNS}
             """
         ),
-        {
-            "ids": [str(i) for i in memory_ids],
-            "user_id": user_id,
-            "boost": boost,
-            "returned": returned,
-        },
+        {"ids": [str(i) for i in memory_ids], "user_id": user_id, "boost": boost},
     ).all()
     return [row_to_dict(r) for r in rows]
 

@@ -18,6 +18,12 @@ MEMORY_COLUMNS = (
     "coactivations, tier, status, confidence, compression, created_at, updated_at, last_seen_at, last_used_at, "
     "occurred_at, document_id"
 )
+# A query returned the memory: salience + :boost (capped at 1), and what that added is recall lift too
+# (shared.lifecycle.formulas.returned): the SET clause of query reinforcement and of regeneration on access
+RETURNED_SET = (
+    "salience = LEAST(1.0, salience + :boost), "
+    "recall_lift = LEAST(1.0, recall_lift + LEAST(1.0, salience + :boost) - salience)"
+)
 # What scoring and filtering read (the read path's first fetch); the rest is the payload (`fetch_payloads`)
 LEAN_COLUMNS = (
     "id, user_id, primary_sector, sectors, tags, salience, recall_lift, decay_lambda, coactivations, "

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from shared.memory.sectors import validate_sector
 from shared.storage.bm25 import settled_ids
-from shared.storage.rows import SectorVector
+from shared.storage.rows import RETURNED_SET, SectorVector
 
 VectorRows = Iterable[tuple[uuid.UUID, str, Mapping[str, SectorVector]]]  # memory id, user id, sector -> vector
 
@@ -85,8 +85,7 @@ def restore_vectors(
     swap_vectors(session, [(i, user_id, vectors[i], i in counted) for i in ids])
     session.execute(
         text(
-            "UPDATE memories SET tier = 'warm', salience = LEAST(1.0, salience + :boost), last_seen_at = now(), "
-            "recall_lift = LEAST(1.0, recall_lift + LEAST(1.0, salience + :boost) - salience) "
+            f"UPDATE memories SET tier = 'warm', {RETURNED_SET}, last_seen_at = now() "
             "WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))"
         ),
         {"user_id": user_id, "ids": [str(i) for i in ids], "boost": boost},

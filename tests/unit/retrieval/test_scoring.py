@@ -289,34 +289,16 @@ def test_in_an_old_store_what_queries_returned_yesterday_does_not_outrank_a_bett
     aging = Aging(TierRules(), sector_scaling=False)
     # both stored 30 days ago; one was returned by a query yesterday (seen again, salience raised, not decayed)
     salience, lift = returned(0.4, 0.0, boost=0.5)
+    echo = dict(cosine=0.50, max_lexical=0.0, salience=salience, recall_lift=lift, seen_days_ago=1, used_days_ago=30)
     echoed, better = Candidate(A), Candidate(B)
-    score(
-        echoed,
-        cosine=0.50,
-        max_lexical=0.0,
-        salience=salience,
-        recall_lift=lift,
-        seen_days_ago=1,
-        used_days_ago=30,
-        aging=aging,
-    )
+    score(echoed, **echo, aging=aging)
     # the echo is bounded: at most a tenth of salience 1 and of recency 1 over the unreturned memory's (0.028 of
     # composite, 0.047 of relevance); a match better by 0.05 of relevance wins
     score(better, cosine=0.60, max_lexical=0.0, salience=0.4, seen_days_ago=30, aging=aging)
     assert better.score > echoed.score
     # as OpenMemory ranks it (the whole echo counts), the memory returned yesterday wins by far
     as_openmemory = Candidate(C)
-    score(
-        as_openmemory,
-        cosine=0.50,
-        max_lexical=0.0,
-        salience=salience,
-        recall_lift=lift,
-        seen_days_ago=1,
-        used_days_ago=30,
-        aging=aging,
-        recall_share=1.0,
-    )
+    score(as_openmemory, **echo, aging=aging, recall_share=1.0)
     assert as_openmemory.score - better.score > 0.1
     # a client that used it yesterday (POST /memory/reinforce) makes it recent and salient in full
     used = Candidate(D)
