@@ -29,6 +29,7 @@ class Queue(StrEnum):
     EMBED_EMOTIONAL = "embed.emotional"
     EMBED_REFLECTIVE = "embed.reflective"
     MAINTENANCE = "maintenance"
+    SWEEP = "sweep"  # recovery on its own queue: it never waits behind merges, decay or re-embeds
 
 
 ALL_QUEUES: tuple[str, ...] = tuple(q.value for q in Queue)
@@ -52,6 +53,7 @@ class TaskName(StrEnum):
     REEMBED_CHUNK = "mnemoflow.reembed.chunk"
     REEMBED_FINISH = "mnemoflow.reembed.finish"
     PRUNE_EMBED_LOGS = "mnemoflow.embed_logs.prune"
+    PRUNE_APPLIED_EVENTS = "mnemoflow.events.prune"
     DECAY_CYCLE = "mnemoflow.decay.cycle"
     INGEST_DOCUMENT = "mnemoflow.ingest.document"
 
@@ -60,12 +62,13 @@ class TaskName(StrEnum):
 DEFAULT_QUEUE: dict[str, str] = {  # values are Queue members (str)
     TaskName.REINFORCE_HITS: Queue.MAINTENANCE,
     TaskName.REINFORCE_BATCH: Queue.MAINTENANCE,
-    TaskName.SWEEP_JOBS: Queue.MAINTENANCE,
+    TaskName.SWEEP_JOBS: Queue.SWEEP,
     TaskName.PRUNE_WAYPOINTS: Queue.MAINTENANCE,
     TaskName.MERGE_FRESH: Queue.MAINTENANCE,
     TaskName.REEMBED_PLAN: Queue.MAINTENANCE,
     TaskName.REEMBED_FINISH: Queue.MAINTENANCE,
     TaskName.PRUNE_EMBED_LOGS: Queue.MAINTENANCE,
+    TaskName.PRUNE_APPLIED_EVENTS: Queue.MAINTENANCE,
     TaskName.DECAY_CYCLE: Queue.MAINTENANCE,
     TaskName.INGEST_DOCUMENT: Queue.INGEST,
 }
@@ -175,7 +178,7 @@ class RunDecayCycle(Message):
     """One decay cycle: scheduled (waits for quiet and the cooldown) or an operator's (runs now)."""
 
     task = TaskName.DECAY_CYCLE
-    run_id: uuid.UUID | None = None  # the decay_runs row the operator's request created
+    run_id: uuid.UUID | None = None  # the decay_runs row the operator's request created (scheduled: the task id's)
     ratio: float | None = None  # None: the setting (OM_DECAY_RATIO)
     trigger: Literal["schedule", "operator"] = "schedule"
 
@@ -198,6 +201,12 @@ class PruneWaypoints(Message):
 
 class PruneEmbedLogs(Message):
     task = TaskName.PRUNE_EMBED_LOGS
+
+
+class PruneAppliedEvents(Message):
+    """Forget applied event ids older than any redelivery can be (MNEMOFLOW_APPLIED_EVENT_RETENTION_DAYS)."""
+
+    task = TaskName.PRUNE_APPLIED_EVENTS
 
 
 class Classified(BaseModel):

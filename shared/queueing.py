@@ -47,6 +47,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_ignore_result": True,  # job state lives in PostgreSQL
         "task_acks_late": True,  # safe only because every task is idempotent
         "task_reject_on_worker_lost": True,
+        # Below the visibility timeout (the settings check it), so a task is killed before Redis would hand its
+        # message to another worker; the soft limit leaves it time to record the failure.
+        "task_time_limit": settings.task_time_limit_seconds,
+        "task_soft_time_limit": settings.soft_time_limit,
         "worker_prefetch_multiplier": 1,
         "worker_send_task_events": True,  # for Flower
         # A "task-sent" event is one more publish per send: measured at ~4 ms on every query that

@@ -16,7 +16,7 @@ from shared.config import get_settings
 from shared.db import Database, create_db_engine
 from shared.embedding import EmbeddingProvider
 from shared.embedding.factory import create_embedder, create_sector_embedders, embedder_for
-from shared.jobs import MergeFresh, PruneEmbedLogs, PruneWaypoints, Queue, RunDecayCycle, SweepJobs
+from shared.jobs import MergeFresh, PruneAppliedEvents, PruneEmbedLogs, PruneWaypoints, Queue, RunDecayCycle, SweepJobs
 from shared.logs import configure_logging
 from shared.memory.engine import MemoryEngine
 from shared.queueing import make_celery
@@ -28,6 +28,7 @@ app.conf.beat_schedule = {
     "sweep-stalled-jobs": {"task": SweepJobs.task, "schedule": settings.sweep_interval_seconds},
     "merge-fresh-vectors": {"task": MergeFresh.task, "schedule": 60.0},
     "prune-embed-logs": {"task": PruneEmbedLogs.task, "schedule": 86400.0},
+    "prune-applied-events": {"task": PruneAppliedEvents.task, "schedule": 86400.0},
     "prune-waypoints": {"task": PruneWaypoints.task, "schedule": settings.waypoints.prune_interval_days * 86400},
     "decay-cycle": {"task": RunDecayCycle.task, "schedule": settings.decay.interval_minutes * 60},
 }

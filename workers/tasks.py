@@ -21,6 +21,7 @@ from shared.jobs import (
     MergeFresh,
     Message,
     PlanReembed,
+    PruneAppliedEvents,
     PruneEmbedLogs,
     PruneWaypoints,
     ReembedChunk,
@@ -37,7 +38,7 @@ from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle
 from shared.lifecycle.merge_cycle import MergeCycle, embed_backlog
 from shared.memory.chunks import store_chunk as store_job_chunk
 from shared.queueing import send as send_with
-from shared.storage import decay_runs
+from shared.storage import decay_runs, leases
 from shared.storage import documents as document_store
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import jobs as job_store
@@ -46,6 +47,7 @@ from workers.app import app, context, redis_client, settings, target_embedder
 
 log = logging.getLogger("mnemoflow.worker")
 MERGE_PENDING_KEY = "mnemoflow:merge:pending"
+DECAY_RUN_IDS = uuid.UUID("6d6e656d-6f66-6c6f-7764-656361790000")  # namespace of scheduled runs' ids
 
 
 def send(*messages: Message) -> None:
@@ -53,19 +55,25 @@ def send(*messages: Message) -> None:
 
 
 def _run_chunk(
-    task: Task, message: StoreChunk | ReembedChunk, work: Callable[[Session, uuid.UUID, int], Any], *, purpose: str
+    task: Task, message: StoreChunk | ReembedChunk, work: Callable[[Session, uuid.UUID, int, str], Any], *, purpose: str
 ) -> tuple[dict[str, Any], Any]:
-    """Count the attempt, run `work` in one transaction, and on error record it and retry with backoff.
+    """Claim the chunk (the attempt counts here), run `work` in one transaction, and on error record it and retry
+    with backoff. A duplicate message finds the chunk claimed or done and leaves without counting an attempt.
 
     Returns the task's result and what `work` returned (None when skipped or failed for good).
     """
     db, _ = context()
     job, seq = message.job_id, message.seq
     summary: dict[str, Any] = {"job_id": str(job), "seq": seq}
+    owner = leases.owner_token()
     with db.session() as session:
-        attempts = job_store.start_attempt(session, job, seq)
+        claim = leases.claim_chunk(session, job, seq, owner=owner, ttl=settings.job_lease_seconds)
+    attempts = claim.attempts
+    if attempts is None and claim.lease_left is not None:
+        log.info("job %s chunk %s: claimed by a worker that may have died; again in %.0fs", job, seq, claim.lease_left)
+        raise task.retry(countdown=claim.lease_left + 1)
     if attempts is None:
-        log.info("job %s chunk %s is not pending (done or failed); nothing to do", job, seq)
+        log.info("job %s chunk %s is done, failed or being worked on; nothing to do", job, seq)
         return summary | {"status": "skipped"}, None
     if attempts > settings.job_max_attempts:  # e.g. it killed the worker every time
         with db.session() as session:
@@ -75,18 +83,21 @@ def _run_chunk(
         return summary | {"status": "failed"}, None
     try:
         with db.session() as session:
-            outcome = work(session, job, seq)
+            outcome = work(session, job, seq, owner)
     except Exception as exc:
         final = attempts >= settings.job_max_attempts or isinstance(exc, ModelUnavailable)
+        retry_in = min(60, 2**attempts)
         with db.session() as session:
             if isinstance(exc, EmbeddingFailed):
                 embed_log_store.log_embedding(session, exc.call, purpose=purpose, job_id=job)
-            job_store.fail_chunk(session, job, seq, error=f"{type(exc).__name__}: {exc}", final=final)
+            job_store.fail_chunk(
+                session, job, seq, error=f"{type(exc).__name__}: {exc}", final=final, retry_in=retry_in
+            )
         if final:
             log.error("job %s chunk %s failed for good after %s attempts: %s", job, seq, attempts, exc)
             return summary | {"status": "failed"}, None
         log.warning("job %s chunk %s attempt %s failed, retrying: %s", job, seq, attempts, exc)
-        raise task.retry(exc=exc, countdown=min(60, 2**attempts)) from exc
+        raise task.retry(exc=exc, countdown=retry_in) from exc
     if outcome is None:
         log.info("job %s chunk %s is held by another worker; leaving it", job, seq)
     return summary | {"status": "done" if outcome is not None else "held"}, outcome
@@ -98,8 +109,8 @@ def store_chunk(self: Task, **kwargs: Any) -> dict[str, Any]:
     message = StoreChunk.received(kwargs)
     _, engine = context()
 
-    def work(session: Session, job_id: uuid.UUID, seq: int) -> str | None:
-        return store_job_chunk(engine, session, job_id, seq)
+    def work(session: Session, job_id: uuid.UUID, seq: int, owner: str) -> str | None:
+        return store_job_chunk(engine, session, job_id, seq, owner)
 
     result, status = _run_chunk(self, message, work, purpose=JobKind.BATCH)
     if status is not None:
@@ -108,7 +119,13 @@ def store_chunk(self: Task, **kwargs: Any) -> dict[str, Any]:
     return result
 
 
-@app.task(name=IngestDocument.task, bind=True, max_retries=None)
+@app.task(
+    name=IngestDocument.task,
+    bind=True,
+    max_retries=None,
+    time_limit=settings.ingest_time_limit,
+    soft_time_limit=settings.ingest_time_limit - 30,
+)
 def ingest_document(self: Task, **kwargs: Any) -> dict[str, Any]:
     """Fetch or read, extract, chunk and plan one document, then send its chunks to the sector queues."""
     message = IngestDocument.received(kwargs)
@@ -143,13 +160,14 @@ def reembed_chunk(self: Task, **kwargs: Any) -> dict[str, Any]:
     message = ReembedChunk.received(kwargs)
     _, engine = context()
 
-    def work(session: Session, job_id: uuid.UUID, seq: int) -> bool | None:
+    def work(session: Session, job_id: uuid.UUID, seq: int, owner: str) -> bool | None:
         return reembed.process_chunk(
             session,
             job_id,
             seq,
             target_embedder,
             contexts_of=lambda user_id, ids: engine.stored_contexts(session, user_id, ids),
+            owner=owner,
         )
 
     result, all_done = _run_chunk(self, message, work, purpose=JobKind.REEMBED)
@@ -261,14 +279,17 @@ def decay_cycle(self: Task, **kwargs: Any) -> dict[str, Any]:
         if active > 0:
             log.info("[decay] %d queries active; trying again in %.0fs", active, schedule.defer_seconds)
             raise self.retry(countdown=schedule.defer_seconds)
-    row = runner.run(message.run_id, CycleOptions(trigger=message.trigger, ratio=message.ratio))
+    # A scheduled run is named after its message, so a redelivery after it succeeded finds it done.
+    run_id = message.run_id or uuid.uuid5(DECAY_RUN_IDS, str(self.request.id))
+    row = runner.run(run_id, CycleOptions(trigger=message.trigger, ratio=message.ratio))
     return {"run_id": str(row["id"]), "status": row["status"], "processed": row["processed"], "reason": row["reason"]}
 
 
 @app.task(name=SweepJobs.task)
 def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
-    """Re-send chunks whose message may have been lost (pending for longer than job_stall_seconds), the next
-    step of re-embed and ingest jobs that stopped moving, and operators' decay runs still queued."""
+    """Re-send work whose worker died (its lease ran out) or whose message looks lost (never claimed
+    job_stall_seconds after it was sent): chunks, the next step of re-embed and ingest jobs, operators' decay
+    runs still queued, and decay runs left running by a dead process."""
     SweepJobs.received(kwargs)
     db, _ = context()
     stall = settings.job_stall_seconds
@@ -276,12 +297,10 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
         stalled = job_store.stalled_chunks(session, older_than_seconds=stall)
         job_store.mark_enqueued(session, stalled)
         idle = job_store.idle_open_jobs(session, JobKind.REEMBED, older_than_seconds=stall)
-        ingests = document_store.stalled_ingest_jobs(
-            session, stall_seconds=stall, extract_seconds=settings.ingest.longest_parse_seconds
-        )
+        ingests = document_store.stalled_ingest_jobs(session, stall_seconds=stall)
         for job_id in [job["id"] for job in idle] + ingests:
             job_store.touch_job(session, job_id)
-        runs = decay_runs.queued_runs(session, older_than_seconds=stall)
+        runs = decay_runs.queued_runs(session, older_than_seconds=stall) + decay_runs.orphaned_runs(session)
     send(*(chunk_message(chunk.kind, chunk.job_id, chunk.seq, chunk.sector) for chunk in stalled))
     # a re-embed's planning or its final step was lost: the job knows which one is due
     send(
@@ -306,6 +325,18 @@ def prune_embed_logs(**kwargs: Any) -> dict[str, Any]:
     with db.session() as session:
         removed = embed_log_store.prune_embed_logs(session, older_than_days=settings.embed_log_retention_days)
     log.info("[embed_logs] removed %d rows older than %s days", removed, settings.embed_log_retention_days)
+    return {"removed": removed}
+
+
+@app.task(name=PruneAppliedEvents.task)
+def prune_applied_events(**kwargs: Any) -> dict[str, Any]:
+    """Forget event ids older than any redelivery can be (MNEMOFLOW_APPLIED_EVENT_RETENTION_DAYS)."""
+    PruneAppliedEvents.received(kwargs)
+    db, _ = context()
+    days = settings.applied_event_retention_days
+    with db.session() as session:
+        removed = job_store.prune_applied_events(session, older_than_days=days)
+    log.info("[events] forgot %d applied event ids older than %s days", removed, days)
     return {"removed": removed}
 
 

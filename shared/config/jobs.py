@@ -22,11 +22,27 @@ class JobSettings(BaseModel):
     # fresh tier; queries scan fresh vectors exactly, so the cap bounds what that costs them. 0: never yield.
     merge_yield_max_fresh: int = Field(default=50_000, ge=0)
 
+    # Attempts count when a worker claims the work (shared/storage/leases.py), never per message.
     job_max_attempts: int = Field(default=5, ge=1)
+    # How long a claim holds without renewal: a worker that dies loses its work to the sweeper this long after
+    # its last renewal (a document's extraction renews it every third of this).
+    job_lease_seconds: float = Field(default=20.0, ge=2)
+    # Work sent but never claimed this long after: its message was lost (or the queue is that far behind, in
+    # which case the duplicate finds the work claimed or done and leaves).
     job_stall_seconds: int = Field(default=300, ge=5)
-    sweep_interval_seconds: float = Field(default=60.0, gt=0)
+    # With the lease, the longest a dead worker's work waits: lease + interval (35 s by default).
+    sweep_interval_seconds: float = Field(default=15.0, gt=0)
+    # Longer than the longest task (their time limits below), or Redis re-delivers a message still being worked on.
     broker_visibility_timeout: int = Field(default=3600, ge=1)
+    # Hard time limit of every task but a document's (whose limit follows its parsers' own limits).
+    task_time_limit_seconds: int = Field(default=900, ge=10)
+    applied_event_retention_days: float = Field(default=2.0, gt=0)
     worker_concurrency: int = Field(default=2, ge=1)
+
+    @property
+    def soft_time_limit(self) -> int:
+        """A task's soft limit: time to record its failure before the hard limit kills its process."""
+        return max(5, self.task_time_limit_seconds - 30)
 
     @property
     def chunk_size(self) -> int:

@@ -41,6 +41,11 @@ class Settings(
         lifecycle's own tier rules."""
         return replace(super().scoring, aging=Aging(self.tiers, self.decay.sector_scaling))
 
+    @property
+    def ingest_time_limit(self) -> int:
+        """A document step's hard time limit: fetching, then the longest parser, with room to plan its chunks."""
+        return int(self.ingest.fetch_timeout_seconds + self.ingest.longest_parse_seconds + 300)
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
         if self.min_vector_dim > self.max_vector_dim:
@@ -54,6 +59,12 @@ class Settings(
             raise ValueError("MNEMOFLOW_SECTOR_PROVIDERS needs MNEMOFLOW_EMBED_MODE=advanced (OM_EMBED_MODE)")
         if self.ingest_chunk_overlap >= self.ingest_chunk_size:
             raise ValueError("MNEMOFLOW_INGEST_CHUNK_OVERLAP must be below MNEMOFLOW_INGEST_CHUNK_SIZE")
+        if max(self.task_time_limit_seconds, self.ingest_time_limit) >= self.broker_visibility_timeout:
+            raise ValueError(
+                f"MNEMOFLOW_BROKER_VISIBILITY_TIMEOUT ({self.broker_visibility_timeout}s) must exceed every task's "
+                f"time limit (MNEMOFLOW_TASK_TIME_LIMIT_SECONDS {self.task_time_limit_seconds}s; a document's "
+                f"{self.ingest_time_limit}s, from the fetch and parser timeouts), or Redis re-delivers running tasks"
+            )
         if self.default_k > self.max_k:
             raise ValueError("MNEMOFLOW_DEFAULT_K must not exceed MNEMOFLOW_MAX_K")
         if self.environment != "development":

@@ -96,13 +96,15 @@ def process_chunk(
     seq: int,
     embedder_for: Callable[[StoreModel], EmbeddingProvider],
     contexts_of: Callable[[str, list[uuid.UUID]], list[str]] | None = None,
+    owner: str | None = None,
 ) -> bool | None:
-    """Re-embed one chunk exactly once; None if there was nothing to do, else whether all the job's chunks are done.
+    """Re-embed one chunk exactly once (`owner`: this worker's lease on it); None if there was nothing to do, else
+    whether all the job's chunks are done.
 
     `embedder_for` builds (or reuses) the provider of a target model. `contexts_of(user_id, ids)`: what each
     memory follows in its sequence, so a memory embedded after its previous turns is again.
     """
-    chunk = job_store.claim_chunk(session, job_id, seq)
+    chunk = job_store.claim_chunk(session, job_id, seq, owner)
     if chunk is None:
         return None
     job = job_store.get_job(session, job_id)

@@ -34,6 +34,7 @@ from shared.jobs import ChunkItem, Classified, Placement, StoreChunk, plan_chunk
 from shared.memory import sectors as sector_rules
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
+from shared.storage import leases
 from shared.text import normalize_content
 
 _OPEN = ("queued", "extracting")
@@ -61,7 +62,9 @@ class _Prepared:
 
 
 def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOutcome:
-    """Advance an ingest job by one step; idempotent: a redelivered message finds its step done."""
+    """Advance an ingest job by one step; idempotent: a redelivered message finds its step done, or claimed by a
+    live worker (whose lease a heartbeat renews while it extracts), and leaves without counting an attempt."""
+    owner = leases.owner_token()
     with db.session() as session:
         document = document_store.document_of_job(session, job_id, lock=True)
         if document is None:
@@ -73,7 +76,7 @@ def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOut
             return IngestOutcome("skipped")
         if document["status"] not in _OPEN:
             return IngestOutcome("skipped")
-        attempts = job_store.count_job_attempt(session, job_id)
+        attempts = leases.claim_job(session, job_id, owner=owner, ttl=settings.job_lease_seconds)
         if attempts is None:
             return IngestOutcome("skipped")
         job = job_store.get_job(session, job_id)
@@ -84,19 +87,20 @@ def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOut
             return IngestOutcome("failed", error=message)
         document_store.set_status(session, document["id"], "extracting", error=document["error"])
         job_store.merge_result(session, job_id, {"phase": "extracting", "attempt": attempts})
-    stages: dict[str, int] = {}
-    try:
-        prepared = _prepare(db, settings, document, job["params"], stages)
-    except Exception as exc:
-        return _failed_attempt(db, settings, document, job_id, attempts, exc, stages)
-    if isinstance(prepared, uuid.UUID):
-        return _duplicate(db, document, job_id, prepared, stages)
-    started = time.perf_counter()
-    items = _items(prepared, document, job["params"])
-    stages["classify_ms"] = _ms(started)
-    with db.session() as session:
-        refs = _plan(session, settings, document["id"], job_id, prepared, items, stages)
-    return IngestOutcome("planned" if refs else "skipped", chunks=refs)
+    with leases.Heartbeat(db, job_id, owner, settings.job_lease_seconds):
+        stages: dict[str, int] = {}
+        try:
+            prepared = _prepare(db, settings, document, job["params"], stages)
+        except Exception as exc:
+            return _failed_attempt(db, settings, document, job_id, attempts, exc, stages)
+        if isinstance(prepared, uuid.UUID):
+            return _duplicate(db, document, job_id, prepared, stages)
+        started = time.perf_counter()
+        items = _items(prepared, document, job["params"])
+        stages["classify_ms"] = _ms(started)
+        with db.session() as session:
+            refs = _plan(session, settings, document["id"], job_id, prepared, items, stages)
+        return IngestOutcome("planned" if refs else "skipped", chunks=refs)
 
 
 def _prepare(
@@ -255,7 +259,8 @@ def _failed_attempt(
         if final:
             _fail(session, document, job_id, message, stages)
             return IngestOutcome("failed", error=message)
-        # Back to queued: if the retry's message is lost too, the sweeper's "queued too long" rule finds it.
+        # Back to queued, the lease given back: if the retry's message is lost too, the sweeper's "sent but never
+        # claimed" rule finds it.
         document_store.set_status(session, document["id"], "queued", error=message)
         job_store.merge_result(session, job_id, {"phase": "retrying", "attempt": attempts}, error=message)
     return IngestOutcome("retry", retry_in=min(60.0, 2.0**attempts), error=message)

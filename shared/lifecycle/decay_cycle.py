@@ -83,17 +83,17 @@ class DecayCycle:
         self.ladders = {sector: self.compression.ladder(dim) for sector, dim in self.full_dims.items()}
 
     def run(self, run_id: uuid.UUID | None = None, options: CycleOptions | None = None) -> dict[str, Any]:
-        """Run (or skip) one cycle; returns its decay_runs row. `run_id`: a row the caller created (queued); a
-        second delivery of it (the sweeper re-sends a run queued too long) finds it ended and leaves it."""
+        """Run (or skip) one cycle; returns its decay_runs row. `run_id`: the run's id, created queued if it does not
+        exist yet (an operator's request creates its row first; a scheduled message's id is its task's). A second
+        delivery finds the run ended and leaves it, or running under the lock and skips; a run left running by a
+        dead process is resumed from its last committed step by whichever delivery takes the lock next."""
         options = options or CycleOptions()
         ratio = options.ratio or self.schedule.ratio
         with self.db.session() as session:
-            if run_id is None:
-                run_id = decay_runs.create_run(session, trigger=options.trigger, ratio=ratio)
-            else:
-                existing = decay_runs.get_run(session, run_id)
-                if existing is not None and existing["status"] in ENDED:
-                    return existing
+            run_id = decay_runs.create_run(session, trigger=options.trigger, ratio=ratio, run_id=run_id)
+            existing = decay_runs.get_run(session, run_id)
+            if existing is not None and existing["status"] in ENDED:
+                return existing
         with self.db.engine.connect() as lock_conn:
             if not locks.try_hold(lock_conn, Lock.DECAY_CYCLE):  # one cycle at a time, store-wide
                 return self._skip(run_id, "another decay cycle is running")
@@ -111,6 +111,9 @@ class DecayCycle:
         now = options.now or datetime.now(UTC)
         started = time.monotonic()
         with self.db.session() as session:
+            current = decay_runs.get_run(session, run_id)
+            if current is not None and current["status"] in ENDED:  # another delivery ran it while we waited
+                return current
             interrupted = decay_runs.interrupted_run(session)
             if interrupted is None and options.trigger == "schedule":
                 active = self.active_queries()
@@ -132,7 +135,11 @@ class DecayCycle:
                 plan = interrupted["plan"]
             else:
                 plan = self._plan(session, ratio)
-            decay_runs.start_run(session, run_id, plan)
+            if not decay_runs.start_run(session, run_id, plan):  # ended meanwhile: left as it is
+                session.rollback()
+                ended = decay_runs.get_run(session, run_id)
+                assert ended is not None
+                return ended
         try:
             self._walk(run_id, plan, now, options)
         except Exception as exc:

@@ -22,13 +22,16 @@ from shared.storage import jobs as job_store
 from shared.storage import waypoints as waypoint_store
 
 
-def store_chunk(engine: MemoryEngine, session: Session, job_id: uuid.UUID, seq: int) -> str | None:
-    """Process one chunk; returns the job's status afterwards, or None when there was nothing to do.
+def store_chunk(
+    engine: MemoryEngine, session: Session, job_id: uuid.UUID, seq: int, owner: str | None = None
+) -> str | None:
+    """Process one chunk (`owner`: this worker's lease on it); returns the job's status afterwards, or None when
+    there was nothing to do.
 
     Items made from a document become memories placed in it (document_id, chunk_index); their vectors land in
     the fresh tier, searched at once and merged into the index in the background.
     """
-    chunk = job_store.claim_chunk(session, job_id, seq)
+    chunk = job_store.claim_chunk(session, job_id, seq, owner)
     if chunk is None:
         return None
     job = job_store.get_job(session, job_id)

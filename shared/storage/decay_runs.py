@@ -10,7 +10,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.storage import locks
 from shared.storage.decay_steps import StepResult
+from shared.storage.locks import Lock
 
 RUN_COLUMNS = (
     "id, trigger, status, ratio, reason, plan, processed, changed, hot, warm, cold, compressed, fingerprinted, "
@@ -18,10 +20,15 @@ RUN_COLUMNS = (
 )
 
 
-def create_run(session: Session, *, trigger: str, ratio: float) -> uuid.UUID:
-    return session.execute(
-        text("INSERT INTO decay_runs (trigger, ratio) VALUES (:t, :r) RETURNING id"), {"t": trigger, "r": ratio}
-    ).scalar_one()
+def create_run(session: Session, *, trigger: str, ratio: float, run_id: uuid.UUID | None = None) -> uuid.UUID:
+    """A queued run; with `run_id`, the run of that id, created only if it does not exist yet (a redelivered
+    scheduled message names the run its first delivery made)."""
+    run_id = run_id or uuid.uuid4()
+    session.execute(
+        text("INSERT INTO decay_runs (id, trigger, ratio) VALUES (:id, :t, :r) ON CONFLICT (id) DO NOTHING"),
+        {"id": run_id, "t": trigger, "r": ratio},
+    )
+    return run_id
 
 
 def get_run(session: Session, run_id: uuid.UUID) -> dict[str, Any] | None:
@@ -55,14 +62,18 @@ def seconds_since_last_run(session: Session, now: datetime) -> float | None:
     return None if value is None else float(value)
 
 
-def start_run(session: Session, run_id: uuid.UUID, plan: list[dict[str, Any]]) -> None:
-    session.execute(
+def start_run(session: Session, run_id: uuid.UUID, plan: list[dict[str, Any]]) -> bool:
+    """Claim a queued run (or resume an interrupted one: call holding the cycle lock) with its plan; False when
+    the run has ended meanwhile, which leaves it as it is."""
+    row = session.execute(
         text(
             "UPDATE decay_runs SET status = 'running', started_at = COALESCE(started_at, now()), "
-            "plan = CAST(:plan AS jsonb), segments = :n WHERE id = :id"
+            "plan = CAST(:plan AS jsonb), segments = :n WHERE id = :id AND status IN ('queued', 'running') "
+            "RETURNING id"
         ),
         {"id": run_id, "plan": _json(plan), "n": len(plan)},
-    )
+    ).first()
+    return row is not None
 
 
 def record_step(
@@ -158,6 +169,17 @@ def finish_segment(session: Session, run_id: uuid.UUID, segment: int) -> None:
         ),
         {"id": run_id, "segment": segment},
     )
+
+
+def orphaned_runs(session: Session) -> list[dict[str, Any]]:
+    """Runs left `running` while nobody holds the cycle lock: the process running them died. Sent again, each
+    resumes its own plan from its last committed step."""
+    if locks.is_held(session, Lock.DECAY_CYCLE):
+        return []
+    rows = session.execute(
+        text(f"SELECT {RUN_COLUMNS} FROM decay_runs WHERE status = 'running' ORDER BY started_at LIMIT 10")
+    ).all()
+    return [dict(r._mapping) for r in rows]
 
 
 def queued_runs(session: Session, *, older_than_seconds: float) -> list[dict[str, Any]]:

@@ -256,11 +256,12 @@ def document_memories(
     return [dict(r._mapping) for r in rows], int(total)
 
 
-def stalled_ingest_jobs(session: Session, *, stall_seconds: float, extract_seconds: float) -> list[uuid.UUID]:
-    """Open ingest jobs whose next step's message looks lost, locked until the caller's commit.
+def stalled_ingest_jobs(session: Session, *, stall_seconds: float) -> list[uuid.UUID]:
+    """Open ingest jobs whose next step must be sent again, locked until the caller's commit.
 
-    Queued too long; extracting for longer than any parser may run (the worker died with it); or every
-    chunk stored but the document never finished.
+    Claimed by a worker that died (the lease its heartbeat renewed ran out); sent but never claimed for
+    `stall_seconds` (the message was lost; in a backlog, the duplicate finds the step claimed or done and leaves
+    without counting an attempt); or every chunk stored but the document never finished.
     """
     rows = session.execute(
         text(
@@ -268,8 +269,9 @@ def stalled_ingest_jobs(session: Session, *, stall_seconds: float, extract_secon
             SELECT j.id FROM jobs j JOIN documents d ON d.job_id = j.id
             WHERE j.kind = 'ingest' AND j.status IN ('queued', 'running')
               AND (
-                (d.status = 'queued' AND j.updated_at < now() - make_interval(secs => :stall))
-                OR (d.status = 'extracting' AND j.updated_at < now() - make_interval(secs => :stall + :extract))
+                (d.status IN ('queued', 'extracting') AND j.lease_until < now())
+                OR (d.status IN ('queued', 'extracting') AND j.lease_until IS NULL
+                    AND j.updated_at < now() - make_interval(secs => :stall))
                 OR (d.status = 'embedding' AND j.updated_at < now() - make_interval(secs => :stall)
                     AND NOT EXISTS (SELECT 1 FROM job_chunks c WHERE c.job_id = j.id AND c.status <> 'done'))
               )
@@ -278,7 +280,7 @@ def stalled_ingest_jobs(session: Session, *, stall_seconds: float, extract_secon
             FOR UPDATE OF j SKIP LOCKED
             """
         ),
-        {"stall": stall_seconds, "extract": extract_seconds},
+        {"stall": stall_seconds},
     ).all()
     return [r.id for r in rows]
 

@@ -96,37 +96,21 @@ def pending_chunks(session: Session, job_id: uuid.UUID) -> list[ChunkRef]:
     return [ChunkRef(r.job_id, r.seq, r.sector) for r in rows]
 
 
-def start_attempt(session: Session, job_id: uuid.UUID, seq: int) -> int | None:
-    """Count one more attempt at a pending chunk (in its own commit, so a crash still counts); None if not pending."""
-    attempts = session.execute(
-        text(
-            "UPDATE job_chunks SET attempts = attempts + 1 WHERE job_id = :job_id AND seq = :seq "
-            "AND status = 'pending' RETURNING attempts"
-        ),
-        {"job_id": job_id, "seq": seq},
-    ).scalar_one_or_none()
-    if attempts is not None:
-        session.execute(
-            text(
-                "UPDATE jobs SET status = 'running', started_at = COALESCE(started_at, now()), updated_at = now(), "
-                "attempts = GREATEST(attempts, :attempts) WHERE id = :id AND status IN ('queued', 'running')"
-            ),
-            {"id": job_id, "attempts": attempts},
-        )
-    return None if attempts is None else int(attempts)
+def claim_chunk(session: Session, job_id: uuid.UUID, seq: int, owner: str | None = None) -> dict[str, Any] | None:
+    """Lock a pending chunk for this transaction; None when it is done, failed or held by another worker.
 
-
-def claim_chunk(session: Session, job_id: uuid.UUID, seq: int) -> dict[str, Any] | None:
-    """Lock a pending chunk for this transaction; None when it is done, failed or held by another worker."""
+    `owner`: the lease this worker took (`leases.claim_chunk`); if it ran out and another worker claimed the
+    chunk meanwhile, the chunk is theirs."""
     row = session.execute(
         text(
             """
             SELECT job_id, seq, sector, items, attempts FROM job_chunks
             WHERE job_id = :job_id AND seq = :seq AND status = 'pending'
+              AND (CAST(:owner AS text) IS NULL OR lease_owner = :owner)
             FOR UPDATE SKIP LOCKED
             """
         ),
-        {"job_id": job_id, "seq": seq},
+        {"job_id": job_id, "seq": seq, "owner": owner},
     ).first()
     return dict(row._mapping) if row else None
 
@@ -140,7 +124,8 @@ def complete_chunk(
     """
     session.execute(
         text(
-            "UPDATE job_chunks SET status = 'done', done_at = now(), result = CAST(:result AS jsonb), items = '[]' "
+            "UPDATE job_chunks SET status = 'done', done_at = now(), result = CAST(:result AS jsonb), items = '[]', "
+            "lease_owner = NULL, lease_until = NULL "
             "WHERE job_id = :job_id AND seq = :seq"
         ),
         {"job_id": job_id, "seq": seq, "result": json.dumps(result)},
@@ -148,14 +133,18 @@ def complete_chunk(
     return _advance_job(session, job_id, done=done, finish_job=finish_job)
 
 
-def fail_chunk(session: Session, job_id: uuid.UUID, seq: int, *, error: str, final: bool) -> None:
-    """Record a chunk's error; a final failure fails the job (the error is kept for the user)."""
+def fail_chunk(
+    session: Session, job_id: uuid.UUID, seq: int, *, error: str, final: bool, retry_in: float = 0.0
+) -> None:
+    """Record a chunk's error and give its lease back; a final failure fails the job (the error is kept for the
+    user). Otherwise the retry is due in `retry_in` s, and the sweeper's clock for a lost message starts then."""
     session.execute(
         text(
-            "UPDATE job_chunks SET error = :error, status = CASE WHEN :final THEN 'failed' ELSE status END "
+            "UPDATE job_chunks SET error = :error, status = CASE WHEN :final THEN 'failed' ELSE status END, "
+            "lease_owner = NULL, lease_until = NULL, enqueued_at = now() + make_interval(secs => :retry_in) "
             "WHERE job_id = :job_id AND seq = :seq"
         ),
-        {"job_id": job_id, "seq": seq, "error": error[:4000], "final": final},
+        {"job_id": job_id, "seq": seq, "error": error[:4000], "final": final, "retry_in": retry_in},
     )
     if final:
         session.execute(
@@ -269,7 +258,14 @@ def idle_open_jobs(session: Session, kind: str, *, older_than_seconds: int) -> l
 
 
 def touch_job(session: Session, job_id: uuid.UUID) -> None:
-    session.execute(text("UPDATE jobs SET updated_at = now() WHERE id = :id"), {"id": job_id})
+    """The sweeper re-sent the job's next step: its stall clock restarts and an expired lease is cleared."""
+    session.execute(
+        text(
+            "UPDATE jobs SET updated_at = now(), lease_owner = NULL, lease_until = NULL "
+            "WHERE id = :id AND (lease_until IS NULL OR lease_until < now())"
+        ),
+        {"id": job_id},
+    )
 
 
 def chunk_totals(session: Session, job_id: uuid.UUID) -> dict[str, int]:
@@ -285,12 +281,16 @@ def chunk_totals(session: Session, job_id: uuid.UUID) -> dict[str, int]:
 
 
 def stalled_chunks(session: Session, *, older_than_seconds: int, limit: int = 1000) -> list[ChunkRef]:
-    """Pending chunks nobody has finished for a while: their message may have been lost."""
+    """Pending chunks to send again: claimed by a worker that died (its lease ran out, and no transaction holds
+    the row), or never claimed `older_than_seconds` after they were sent (their message was lost; if it was only
+    slow, the duplicate finds the chunk claimed or done and leaves, counting nothing)."""
     rows = session.execute(
         text(
             """
             SELECT c.job_id, c.seq, c.sector, j.kind FROM job_chunks c JOIN jobs j ON j.id = c.job_id
-            WHERE c.status = 'pending' AND c.enqueued_at < now() - make_interval(secs => :age)
+            WHERE c.status = 'pending'
+              AND (c.lease_until < now()
+                   OR (c.lease_until IS NULL AND c.enqueued_at < now() - make_interval(secs => :age)))
             ORDER BY c.enqueued_at
             LIMIT :limit
             FOR UPDATE OF c SKIP LOCKED
@@ -306,7 +306,8 @@ def mark_enqueued(session: Session, chunks: Sequence[ChunkRef]) -> None:
         return
     session.execute(
         text(
-            "UPDATE job_chunks c SET enqueued_at = now() FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS int[])) "
+            "UPDATE job_chunks c SET enqueued_at = now(), lease_owner = NULL, lease_until = NULL "
+            "FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS int[])) "
             "AS k(job_id, seq) WHERE c.job_id = k.job_id AND c.seq = k.seq"
         ),
         {"ids": [str(c.job_id) for c in chunks], "seqs": [c.seq for c in chunks]},
@@ -322,16 +323,13 @@ def try_mark_event(session: Session, event_id: str) -> bool:
     return row is not None
 
 
-def count_job_attempt(session: Session, job_id: uuid.UUID) -> int | None:
-    """One more attempt at an open job's own step (not a chunk's); None when the job is no longer open."""
-    attempts = session.execute(
-        text(
-            "UPDATE jobs SET attempts = attempts + 1, status = 'running', started_at = COALESCE(started_at, now()), "
-            "updated_at = now() WHERE id = :id AND status IN ('queued', 'running') RETURNING attempts"
-        ),
-        {"id": job_id},
-    ).scalar_one_or_none()
-    return None if attempts is None else int(attempts)
+def prune_applied_events(session: Session, *, older_than_days: float) -> int:
+    """Forget applied event ids older than any redelivery of their message can be."""
+    result = session.execute(
+        text("DELETE FROM applied_events WHERE applied_at < now() - make_interval(secs => :secs)"),
+        {"secs": older_than_days * 86400},
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
 def merge_result(session: Session, job_id: uuid.UUID, patch: dict[str, Any], *, error: str | None = None) -> None:

@@ -46,3 +46,18 @@ def hold(connection: Connection, lock: Lock) -> None:
 def release(connection: Connection, lock: Lock) -> None:
     connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": int(lock)})
     connection.commit()
+
+
+def is_held(session: Session, lock: Lock) -> bool:
+    """Whether any session holds `lock` now (read from pg_locks, without taking it: taking it, even for a
+    moment, would make a cycle starting at that moment skip)."""
+    # A bigint key shows in pg_locks split in two 32-bit halves, objsubid 1.
+    return bool(
+        session.execute(
+            text(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND classid = :high AND objid = :low AND objsubid = 1)"
+            ),
+            {"high": int(lock) >> 32, "low": int(lock) & 0xFFFFFFFF},
+        ).scalar_one()
+    )

@@ -16,6 +16,7 @@ def test_queues_are_declared_explicitly_with_safe_delivery_settings():
     assert set(ALL_QUEUES) == {
         "ingest",
         "maintenance",
+        "sweep",
         *(f"embed.{s}" for s in ("episodic", "semantic", "procedural", "emotional", "reflective")),
     }
     assert config["task_create_missing_queues"] is False
@@ -33,6 +34,18 @@ def test_sector_tasks_route_to_their_sector_queue_even_when_celery_expanded_it()
 
 def test_maintenance_tasks_have_a_default_queue():
     assert route_task(TaskName.REINFORCE_HITS, (), {}, {})["queue"] == "maintenance"
+
+
+def test_the_sweeper_has_a_queue_of_its_own():
+    # recovery must not wait behind merges and decay cycles on the maintenance queue
+    assert route_task(TaskName.SWEEP_JOBS, (), {}, {})["queue"] == "sweep"
+
+
+def test_task_time_limits_stay_below_the_visibility_timeout():
+    settings = Settings(redis_url="redis://localhost:6379/0")
+    assert max(settings.task_time_limit_seconds, settings.ingest_time_limit) < settings.broker_visibility_timeout
+    with pytest.raises(ValueError, match="VISIBILITY_TIMEOUT"):
+        Settings(redis_url="redis://localhost:6379/0", broker_visibility_timeout=600)
 
 
 def test_undeclared_or_missing_destinations_are_refused():

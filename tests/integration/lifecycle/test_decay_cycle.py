@@ -364,12 +364,28 @@ def test_a_second_delivery_of_an_operators_run_leaves_it_as_it_is(decay_store, c
     first.start()
     assert running.wait(30)
     during = make_cycle(database, cycle_settings).run(run_id, options)  # the lock is held: it cannot run it
+    with database.session() as s:
+        assert decay_runs.orphaned_runs(s) == []  # running under a live lock: the sweeper leaves it
     release.set()
     first.join(30)
     assert during["status"] == "running"  # left to the delivery that runs it, not marked skipped
     assert results["first"]["status"] == "succeeded"
     after = make_cycle(database, cycle_settings).run(run_id, options)  # ended: returned as it is
     assert after == results["first"]
+
+
+def test_a_run_redelivered_after_it_succeeded_decays_nothing_twice(decay_store, cycle_settings, tenant):
+    # A scheduled run's id comes from its message (workers/tasks.py), so a redelivery names the same run.
+    _, database, engine = decay_store
+    insert(database, engine, tenant, [f"Redelivered success memory {i} about canals" for i in range(200)])
+    run_id = uuid.uuid4()
+    options = CycleOptions(trigger="operator", ratio=1.0, now=NOW)
+    first = make_cycle(database, cycle_settings).run(run_id, options)
+    decayed = state(database, tenant)
+    again = make_cycle(database, cycle_settings).run(run_id, options)
+    assert first["status"] == "succeeded" and first["id"] == run_id
+    assert again == first
+    assert state(database, tenant) == decayed
 
 
 def test_a_scheduled_cycle_waits_for_quiet_and_the_cooldown(decay_store, cycle_settings, settings):
@@ -408,7 +424,8 @@ DecayCycle(db, settings, dict.fromkeys(SECTORS, 384)).run(options=CycleOptions(
 """
 
 
-def test_a_cycle_killed_midway_loses_nothing_and_the_next_one_finishes_it(decay_store, cycle_settings, tenant):
+@pytest.mark.parametrize("resumed_by", ["the next scheduled cycle", "the sweeper"])
+def test_a_cycle_killed_midway_loses_nothing_and_is_finished(decay_store, cycle_settings, tenant, resumed_by):
     url, database, engine = decay_store
     insert(database, engine, tenant, [f"Crash test memory {i}: the ferry timetable changed" for i in range(1500)])
     with database.session() as s:
@@ -453,13 +470,21 @@ def test_a_cycle_killed_midway_loses_nothing_and_the_next_one_finishes_it(decay_
             break
         time.sleep(0.05)
 
-    # The next cycle (a scheduled one, so the plan it resumes is the interrupted one) finishes the work.
-    run = make_cycle(database, cycle_settings).run(options=CycleOptions(now=NOW))
-    assert run["status"] == "succeeded" and run["processed"] == total
-    with database.session() as s:
-        old = s.execute(text("SELECT status, resumed_by FROM decay_runs WHERE id = :id"), {"id": interrupted.id}).one()
-    assert (old.status, old.resumed_by) == ("failed", run["id"])
-    assert run["reason"] == f"finished the plan of interrupted run {interrupted.id}"
+    if resumed_by == "the sweeper":  # it sees the run running with nobody holding the lock, and sends it again
+        with database.session() as s:
+            orphans = decay_runs.orphaned_runs(s)
+        assert [o["id"] for o in orphans] == [interrupted.id]
+        run = make_cycle(database, cycle_settings).run(interrupted.id, CycleOptions(trigger="operator", now=NOW))
+        assert run["id"] == interrupted.id and run["status"] == "succeeded" and run["processed"] == total
+    else:  # a scheduled cycle finishes the interrupted plan before a plan of its own
+        run = make_cycle(database, cycle_settings).run(options=CycleOptions(now=NOW))
+        assert run["status"] == "succeeded" and run["processed"] == total
+        with database.session() as s:
+            old = s.execute(
+                text("SELECT status, resumed_by FROM decay_runs WHERE id = :id"), {"id": interrupted.id}
+            ).one()
+        assert (old.status, old.resumed_by) == ("failed", run["id"])
+        assert run["reason"] == f"finished the plan of interrupted run {interrupted.id}"
     rules = cycle_settings.tiers
     after = state(database, tenant)
     for memory_id, row in before.items():  # every row decayed exactly once: none skipped, none twice

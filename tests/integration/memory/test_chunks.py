@@ -9,6 +9,7 @@ from sqlalchemy import text
 from shared.jobs import ChunkSpec
 from shared.memory.chunks import store_chunk
 from shared.storage import jobs as job_store
+from shared.storage import leases
 from tests.integration.helpers import documents, embedded_after, item, query, stored_vector, term_df
 
 pytestmark = pytest.mark.integration
@@ -23,11 +24,12 @@ def test_batch_chunk_is_stored_exactly_once(db, engine, tenant):
         )
         job_store.add_chunks(s, job_id, [ChunkSpec(0, "semantic", items)])
     assert created
+    owner = leases.owner_token()
     for _ in range(2):  # the second run is a redelivery
         with db.session() as s:
-            job_store.start_attempt(s, job_id, 0)
+            leases.claim_chunk(s, job_id, 0, owner=owner, ttl=20)
         with db.session() as s:
-            store_chunk(engine, s, job_id, 0)
+            store_chunk(engine, s, job_id, 0, owner)
     with db.session() as s:
         count = s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
         job = job_store.get_job(s, job_id)
