@@ -4,11 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run down test test-unit test-integration test-e2e lint bench bench-quick bench-report static-model clean help
+.PHONY: run down test test-full test-unit test-integration test-e2e lint bench bench-quick bench-report static-model clean help
 
 help:
 	@echo "make run    - install (first time), start the embedded stack, workers, beat, gateway :8080, Flower :5555"
 	@echo "make test   - the whole test suite against real PostgreSQL+pgvector, Valkey and Celery workers"
+	@echo "make test-full - the suite with the fault scenarios at full size (not CI)"
 	@echo "make down   - stop a stack started in the background (mnemoflow up --detach) or in another shell"
 	@echo "make lint   - ruff + mypy + import contracts"
 	@echo "make bench  - benchmarks (ingest throughput, query latency) printing figures and baselines"
@@ -30,6 +31,10 @@ down: $(STAMP)
 # pytest exits 5 when it collected no tests: that is a failure here.
 test: $(STAMP)
 	$(BIN)/pytest tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
+
+# The acceptance suite at full size (tests/faults: 20 stack starts, longer fault runs); not part of CI.
+test-full: $(STAMP)
+	MNEMOFLOW_TEST_FULL=1 $(BIN)/pytest tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 test-unit: $(STAMP)
 	$(BIN)/pytest tests/unit

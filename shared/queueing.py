@@ -52,6 +52,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_time_limit": settings.task_time_limit_seconds,
         "task_soft_time_limit": settings.soft_time_limit,
         "worker_prefetch_multiplier": 1,
+        # A pool process may retry its start-up this long (workers/app.py) before the pool gives up on it.
+        "worker_proc_alive_timeout": settings.worker_start_seconds + 30,
         "worker_send_task_events": True,  # for Flower
         # A "task-sent" event is one more publish per send: measured at ~4 ms on every query that
         # enqueues its reinforcement. Flower still sees every task from the workers' events.

@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import astuple
 from typing import Any
 
 import redis
 from celery import signals
 
+from shared import worker_status
 from shared.config import get_settings
 from shared.db import Database, create_db_engine
 from shared.embedding import EmbeddingProvider
 from shared.embedding.factory import create_embedder, create_sector_embedders, embedder_for
-from shared.jobs import MergeFresh, PruneAppliedEvents, PruneEmbedLogs, PruneWaypoints, Queue, RunDecayCycle, SweepJobs
+from shared.errors import MnemoflowError
+from shared.jobs import (
+    ALL_QUEUES,
+    MergeFresh,
+    PruneAppliedEvents,
+    PruneEmbedLogs,
+    PruneWaypoints,
+    Queue,
+    RunDecayCycle,
+    SweepJobs,
+)
 from shared.logs import configure_logging
 from shared.memory.engine import MemoryEngine
 from shared.queueing import make_celery
@@ -47,14 +61,21 @@ class WorkerContext:
 
     @classmethod
     def open(cls) -> None:
-        if cls.db is None:
-            cls.db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2))
+        """All or nothing: a failure leaves the context closed, never half open."""
+        if cls.engine is not None:
+            return
+        db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2))
+        try:
             embedder = create_embedder(settings)
             sector_embedders = create_sector_embedders(settings, embedder)
-            with cls.db.session() as session:
+            with db.session() as session:
                 ensure_store_model_for(session, sector_embedders, settings)
-            cls.engine = MemoryEngine(settings, embedder, sector_embedders=sector_embedders)
-            cls.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=5)
+            engine = MemoryEngine(settings, embedder, sector_embedders=sector_embedders)
+        except BaseException:
+            db.dispose()
+            raise
+        cls.db, cls.engine = db, engine
+        cls.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=5)
 
     @classmethod
     def close(cls) -> None:
@@ -73,18 +94,79 @@ def _logging(**_: Any) -> None:
     configure_logging(settings.log_level)
 
 
+@signals.worker_init.connect
+def _worker_init(**_: Any) -> None:
+    """The main process, before its pool forks: wait for the database (it may still be starting), or exit to be
+    restarted, saying why. Pool processes then open their own connections."""
+    db = Database(create_db_engine(settings, "mnemoflow.worker.start", pool_size=1))
+    try:
+        _retrying("reach the database", lambda: db.engine.connect().close())
+    except Exception as exc:
+        raise SystemExit(
+            f"worker: cannot reach the database after {settings.worker_start_seconds:.0f}s: {exc}"
+        ) from exc
+    finally:
+        db.dispose()
+
+
 @signals.worker_process_init.connect
 def _process_init(**_: Any) -> None:
+    """A pool process: open its database, models and Redis, retrying a while (a database not ready yet); if it
+    cannot, it says so for /health and exits, and the pool starts another. It never serves half-initialised."""
     _allow_sandbox_children()
-    WorkerContext.open()
+    try:
+        _retrying("start", WorkerContext.open)
+    except Exception as exc:
+        log.critical("worker process %s cannot start, exiting to be replaced: %s", os.getpid(), exc)
+        with contextlib.suppress(Exception):
+            worker_status.report_failing(
+                redis.Redis.from_url(settings.redis_url or "", socket_timeout=2), _queues(), str(exc)
+            )
+        os._exit(3)
+    threading.Thread(target=_report_ready, name="worker-status", daemon=True).start()
     if _consumes(Queue.INGEST):
         threading.Thread(target=_warm_sandbox, name="sandbox-warm-up", daemon=True).start()
 
 
+def _retrying(what: str, step: Callable[[], object]) -> None:
+    """Run `step` until it succeeds or `worker_start_seconds` pass, backing off; a store that refuses this
+    worker's models (a Conflict) is not retried: waiting will not change it."""
+    deadline = time.monotonic() + settings.worker_start_seconds
+    delay = 0.5
+    while True:
+        try:
+            step()
+            return
+        except MnemoflowError:
+            WorkerContext.close()
+            raise
+        except Exception as exc:
+            WorkerContext.close()
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("worker process %s could not %s (%s); trying again in %.1fs", os.getpid(), what, exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _report_ready() -> None:
+    """Tell /health this process can work, every few seconds, for as long as it lives."""
+    while True:
+        try:
+            worker_status.report_ready(redis_client(), _queues())
+        except Exception as exc:  # Redis away: the broker is too, and /health says so already
+            log.debug("could not report readiness: %s", exc)
+        time.sleep(worker_status.BEAT)
+
+
+def _queues() -> list[str]:
+    selected = app.amqp.queues.consume_from
+    return sorted(selected) if selected else list(ALL_QUEUES)
+
+
 def _consumes(queue: str) -> bool:
     """Whether this worker was started on `queue` (every queue when no -Q was given)."""
-    selected = app.amqp.queues.consume_from
-    return not selected or queue in selected
+    return queue in _queues()
 
 
 def _warm_sandbox() -> None:
@@ -111,19 +193,24 @@ def _allow_sandbox_children() -> None:
 
 @signals.worker_process_shutdown.connect
 def _process_shutdown(**_: Any) -> None:
+    if WorkerContext.redis is not None:
+        with contextlib.suppress(Exception):
+            worker_status.clear(WorkerContext.redis)
     WorkerContext.close()
 
 
 def redis_client() -> redis.Redis:
     WorkerContext.open()
-    assert WorkerContext.redis is not None
+    if WorkerContext.redis is None:
+        raise RuntimeError("this worker process has no Redis client: its start-up failed (see its log)")
     return WorkerContext.redis
 
 
 def context() -> tuple[Database, MemoryEngine]:
     """The process's database and engine (opened lazily for solo/threads pools and beat)."""
     WorkerContext.open()
-    assert WorkerContext.db is not None and WorkerContext.engine is not None
+    if WorkerContext.db is None or WorkerContext.engine is None:
+        raise RuntimeError("this worker process has no database: its start-up failed (see its log)")
     return WorkerContext.db, WorkerContext.engine
 
 

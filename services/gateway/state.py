@@ -57,16 +57,19 @@ class GatewayState:
 
     def enqueue(self, *messages: Message) -> int:
         """Send messages whose work is committed; how many went. A broker outage is logged and counted, never
-        fatal: the job's rows are the record, and the sweeper re-sends work whose message was lost."""
-        sent = 0
-        for message in messages:
+        fatal: the job's rows are the record, and the sweeper re-sends work whose message was lost. After the
+        first failure the rest are not tried (each would wait for the broker's timeout, for nothing)."""
+        for sent, message in enumerate(messages):
             try:
                 send(self.celery, message)
             except Exception as exc:
-                metrics.ENQUEUE_FAILURES.inc()
+                unsent = len(messages) - sent
+                metrics.ENQUEUE_FAILURES.inc(unsent)
                 log.warning(
-                    "could not enqueue %s (%s); the sweeper will re-send it if it is job work", message.task, exc
+                    "could not enqueue %s (%s); %d message(s) left for the sweeper to re-send if they are job work",
+                    message.task,
+                    exc,
+                    unsent,
                 )
-            else:
-                sent += 1
-        return sent
+                return sent
+        return len(messages)

@@ -38,6 +38,8 @@ class JobSettings(BaseModel):
     task_time_limit_seconds: int = Field(default=900, ge=10)
     applied_event_retention_days: float = Field(default=2.0, gt=0)
     worker_concurrency: int = Field(default=2, ge=1)
+    # How long a worker process retries its start-up (a database still starting) before it exits to be replaced.
+    worker_start_seconds: float = Field(default=30.0, gt=0)
 
     @property
     def soft_time_limit(self) -> int:

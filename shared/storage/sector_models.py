@@ -21,7 +21,7 @@ from shared.lifecycle.compression import dimension_ladder
 from shared.memory.sectors import SECTORS
 from shared.storage import locks
 from shared.storage.locks import Lock
-from shared.storage.vector_index import create_vector_index_sql
+from shared.storage.vector_index import create_vector_index_sql, vector_index_name
 
 SectorEmbedders = Mapping[str, EmbeddingProvider]
 
@@ -101,11 +101,26 @@ def _check(store: Mapping[str, StoreModel], embedders: Mapping[str, EmbeddingPro
 
 
 def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_construction: int) -> None:
-    """The partial HNSW index of every sector partition for vectors of each dimension in `dims`."""
+    """The partial HNSW index of every sector partition for vectors of each dimension in `dims`.
+
+    Every process checks at start-up; only one that finds an index missing runs DDL, under one lock (the first
+    start of a store, or a new model). The others read the catalogue and take no lock.
+    """
+    wanted = {vector_index_name(sector, dim): (sector, dim) for dim in dims for sector in SECTORS}
+    if not set(wanted) - _existing_indexes(session, list(wanted)):
+        return
     locks.hold_for_transaction(session, Lock.INDEX_DDL)  # concurrent DDL races
-    for dim in sorted(dims):
-        for sector in SECTORS:
-            session.execute(text(create_vector_index_sql(sector, dim, m, ef_construction)))
+    for name in sorted(set(wanted) - _existing_indexes(session, list(wanted))):
+        sector, dim = wanted[name]
+        session.execute(text(create_vector_index_sql(sector, dim, m, ef_construction)))
+
+
+def _existing_indexes(session: Session, names: list[str]) -> set[str]:
+    rows = session.execute(
+        text("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname = ANY(:names)"),
+        {"names": names},
+    ).scalars()
+    return set(rows)
 
 
 def ensure_store_model(

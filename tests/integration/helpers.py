@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import datetime
 from typing import Any
@@ -12,9 +13,10 @@ from sqlalchemy import text
 
 from shared.api.memories import MemoryCreate
 from shared.api.query import QueryFilters, QueryRequest, RetrievalOptions
-from shared.jobs import ChunkItem
+from shared.jobs import ChunkItem, ChunkSpec
 from shared.memory.engine import MemoryEngine
 from shared.retrieval.service import QueryOutcome, Retriever
+from shared.storage import jobs as job_store
 
 
 def add(db, engine: MemoryEngine, tenant: str, content: str, **kw: Any) -> tuple[dict[str, Any], bool]:
@@ -83,3 +85,32 @@ def stored_vector(db, memory_id):
 
 def embedded_after(engine, content, context):
     return engine.embedder.embed_in_context([content], [context])[0]
+
+
+def make_job(db, tenant, items, sector="semantic"):
+    with db.session() as s:
+        job_id, _ = job_store.create_job(
+            s, user_id=tenant, kind="batch", total=len(items), params={}, idempotency_key=None
+        )
+        job_store.add_chunks(s, job_id, [ChunkSpec(0, sector, items)])
+    return job_id
+
+
+def job_state(db, job_id):
+    with db.session() as s:
+        return job_store.get_job(s, job_id)
+
+
+def wait_until(predicate, timeout=90.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not reached in time")
+
+
+def memory_count(db, tenant):
+    with db.session() as s:
+        return s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()

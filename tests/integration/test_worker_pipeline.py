@@ -12,42 +12,13 @@ import psutil
 import pytest
 from sqlalchemy import text
 
-from shared.jobs import ChunkSpec, StoreChunk, SweepJobs
+from shared.jobs import StoreChunk, SweepJobs
 from shared.queueing import make_celery, send
 from shared.storage import decay_runs
-from shared.storage import jobs as job_store
 from tests.conftest import running, service_env, wait_for_worker, worker_args
+from tests.integration.helpers import job_state, make_job, memory_count, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def make_job(db, tenant, items, sector="semantic"):
-    with db.session() as s:
-        job_id, _ = job_store.create_job(
-            s, user_id=tenant, kind="batch", total=len(items), params={}, idempotency_key=None
-        )
-        job_store.add_chunks(s, job_id, [ChunkSpec(0, sector, items)])
-    return job_id
-
-
-def job_state(db, job_id):
-    with db.session() as s:
-        return job_store.get_job(s, job_id)
-
-
-def wait_until(predicate, timeout=90.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not reached in time")
-
-
-def memory_count(db, tenant):
-    with db.session() as s:
-        return s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
 
 
 def test_sweeper_resends_a_chunk_whose_message_was_lost(db, settings, worker, tenant):

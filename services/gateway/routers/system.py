@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy.orm import Session
 
 from services.gateway.deps import PrincipalDep, StateDep, WorkDep
-from shared import __version__
+from shared import __version__, worker_status
 from shared.api.jobs import JobPublic
 from shared.errors import NotFound
 from shared.jobs import JobKind
@@ -28,7 +28,8 @@ router = APIRouter(tags=["system"])
 
 @router.get("/health")
 def health(state: StateDep, response: Response) -> dict[str, Any]:
-    """Version, embedding provider, and whether the database and the broker answer (503 if not)."""
+    """Version, embedding provider, whether the database and the broker answer (503 if not), and the workers:
+    how many processes are ready per queue, and which cannot work and why."""
     database_ok = broker_ok = True
     store_models: dict[str, StoreModel] = {}
     reembedding: list[str] = []
@@ -38,12 +39,15 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
             reembedding = [str(job["id"]) for job in job_store.open_jobs(session, JobKind.REEMBED)]
     except Exception:
         database_ok = False
+    workers: dict[str, Any] = {}
     try:
         state.redis.ping()
+        workers = worker_status.summary(state.redis)
     except Exception:
         broker_ok = False
-    ok = database_ok and broker_ok
-    if not ok:
+    # Workers that cannot work make the stack not ok, but this gateway still serves: 200, not 503.
+    ok = database_ok and broker_ok and not workers.get("failing")
+    if not (database_ok and broker_ok):
         response.status_code = 503
     embedder = state.engine.embedder
     configured = {sector: of(e) for sector, e in state.engine.embedders.items()}
@@ -70,6 +74,8 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
         },
         "database": {"ok": database_ok},
         "broker": {"ok": broker_ok},
+        # ready pool processes, per queue, and those whose start-up failed (with why): shared/worker_status.py
+        "workers": workers,
     }
 
 

@@ -66,8 +66,8 @@ PLAIN_TEXT = (
 )
 
 
-def pdf(path: Path, pages: int = 3, paragraphs_per_page: int = 1) -> Path:
-    """A PDF whose page n says "Page n" followed by some prose."""
+def pdf(path: Path, pages: int = 3, paragraphs_per_page: int = 1, label: str = "") -> Path:
+    """A PDF whose page n says "Page n" followed by some prose (after `label`: documents of their own)."""
     document = FPDF()
     document.set_font("helvetica", size=11)
     for number in range(1, pages + 1):
@@ -76,7 +76,7 @@ def pdf(path: Path, pages: int = 3, paragraphs_per_page: int = 1) -> Path:
             document.multi_cell(
                 0,
                 6,
-                f"Page {number}, paragraph {paragraph + 1}. The heron colony near the marsh grows every year; "
+                f"{label}Page {number}, paragraph {paragraph + 1}. The heron colony near the marsh grows every year; "
                 "volunteers count nests in the alder trees each spring and write the figures in a ledger.",
                 new_x="LMARGIN",
                 new_y="NEXT",
