@@ -36,7 +36,7 @@ class MemoryCreate(TagsAndMetadata):
     content: str = Field(min_length=1, description="The text to remember (kept verbatim).")
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    user_id: UserId | None = Field(default=None, min_length=1, max_length=256)
+    user_id: UserId | None = None
     salience: float | None = Field(default=None, ge=0.0, le=1.0, description="Initial salience; default by sector.")
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     occurred_at: datetime | None = Field(

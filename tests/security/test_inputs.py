@@ -53,3 +53,110 @@ def test_an_oversize_upload_sent_chunked_gets_413_naming_the_limit(http, tenant)
     assert response.status_code == 413, response.text
     error = response.json()["error"]
     assert error["code"] == "payload_too_large" and f"{3 * MIB:,} bytes" in error["message"]
+
+
+BAD_USER_IDS = ["_system", "alice bob", " alice", "a" * 257, "ålice", "alice~copy", "a/b"]
+NO_SUCH = "00000000-0000-4000-8000-000000000000"
+# Every route that takes a user id, with a request that is valid but for it: (method, path, where, request).
+# `where` says where the user id goes: query, body, form, or a dotted path into the body.
+USER_ID_ROUTES: list[tuple[str, str, str, dict]] = [
+    ("post", "/memory/add", "body", {"content": "a note"}),
+    ("post", "/memory/batch", "body", {"items": [{"content": "a note"}]}),
+    ("post", "/memory/batch", "items.0", {"items": [{"content": "a note"}]}),
+    ("post", "/memory/reinforce", "body", {"id": NO_SUCH}),
+    ("post", "/memory/link", "body", {"src_id": NO_SUCH, "dst_id": "00000000-0000-4000-8000-000000000001"}),
+    ("patch", "/memory/{memory_id}", "body", {"tags": ["x"]}),
+    ("post", "/memory/query", "body", {"query": "a note"}),
+    ("post", "/memory/query", "filters", {"query": "a note", "filters": {}}),
+    ("post", "/memory/ingest", "body", {"content_type": "txt", "data": "a note"}),
+    ("post", "/memory/ingest/url", "body", {"url": "https://example.com/a.html"}),
+    ("post", "/memory/ingest/file", "form", {}),
+    ("get", "/memory/all", "query", {}),
+    ("get", "/memory/{memory_id}", "query", {}),
+    ("delete", "/memory/{memory_id}", "query", {}),
+    ("get", "/documents", "query", {}),
+    ("get", "/documents/{document_id}", "query", {}),
+    ("get", "/sectors", "query", {}),
+    ("get", "/jobs/{job_id}", "query", {}),
+]
+RULE = "1-256 characters of letters (A-Z, a-z), digits and - _ . @ :, not starting with _ (reserved)"
+
+
+def _send(http, method: str, path: str, where: str, request: dict, user_id: str):
+    url = path.format(memory_id=NO_SUCH, document_id=NO_SUCH, job_id=NO_SUCH)
+    if where == "query":
+        return http.request(method.upper(), url, params={"user_id": user_id})
+    if where == "form":
+        return http.post(url, data={"user_id": user_id}, files={"file": ("a.txt", b"a note about the harbour")})
+    body = {**request}
+    if where == "body":
+        body["user_id"] = user_id
+    elif where == "filters":
+        body["filters"] = {**body["filters"], "user_id": user_id}
+    else:  # items.0
+        body["items"] = [{**body["items"][0], "user_id": user_id}]
+    return http.request(method.upper(), url, json=body)
+
+
+@pytest.mark.parametrize(("method", "path", "where", "request_"), USER_ID_ROUTES)
+def test_a_bad_user_id_gets_422_saying_what_is_allowed_on_every_route(http, method, path, where, request_):
+    for bad in BAD_USER_IDS:
+        response = _send(http, method, path, where, request_, bad)
+        assert response.status_code == 422, (bad, response.text)
+        error = response.json()["error"]
+        assert error["code"] == "invalid_input" and RULE in error["message"], (bad, error)
+        assert "user_id" in error["message"] or "user_id" in str(error.get("details")), (bad, error)
+
+
+def test_the_routes_above_are_every_route_that_takes_a_user_id_and_each_declares_the_rule(http):
+    spec = http.get("/openapi.json").json()
+    found = set()
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                if parameter["name"] == "user_id":
+                    assert parameter["in"] in ("query", "path")
+                    _assert_rule(parameter["schema"], f"{method} {path} {parameter['in']}")
+                    found.add((method, path, parameter["in"]))
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                for where in _user_id_fields(spec, content["schema"], f"{method} {path}"):
+                    found.add((method, path, where))
+    listed = {(m, p, "query" if w == "query" else "form" if w == "form" else "body") for m, p, w, _ in USER_ID_ROUTES}
+    assert found == listed
+
+
+def _user_id_fields(spec: dict, schema: dict, where: str, seen: frozenset[str] = frozenset()) -> list[str]:
+    """'body' or 'form' once per user_id property found anywhere in a request body's schema (refs followed)."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        if name in seen:
+            return []
+        return _user_id_fields(spec, spec["components"]["schemas"][name], where, seen | {name})
+    found = []
+    for key, value in schema.get("properties", {}).items():
+        if key == "user_id":
+            _assert_rule(value, where)
+            found.append("form" if where.endswith("/memory/ingest/file") else "body")
+        else:
+            found += _user_id_fields(spec, value, where, seen)
+    for key in ("items", "anyOf", "oneOf", "allOf"):
+        part = schema.get(key)
+        for sub in part if isinstance(part, list) else [part] if isinstance(part, dict) else []:
+            found += _user_id_fields(spec, sub, where, seen)
+    return found
+
+
+def _assert_rule(schema: dict, where: str) -> None:
+    from shared.api.common import USER_ID_PATTERN
+
+    strings = [s for s in schema.get("anyOf", [schema]) if s.get("type") == "string"]
+    assert strings and all(s.get("pattern") == USER_ID_PATTERN for s in strings), (where, schema)
+
+
+def test_a_user_id_of_every_allowed_kind_works_end_to_end(http, tenant):
+    user = f"{tenant}.copy:d30@Example-Org_1"
+    added = http.post("/memory/add", json={"content": "The ferry to Texel leaves at nine", "user_id": user})
+    assert added.status_code == 200 and added.json()["user_id"] == user
+    found = http.post("/memory/query", json={"query": "ferry to Texel", "user_id": user}).json()["matches"]
+    assert [m["id"] for m in found] == [added.json()["id"]]
+    assert http.get("/memory/all", params={"user_id": user}).json()["total"] == 1
