@@ -3,9 +3,17 @@ without a Content-Length, an idempotency key reused for another batch."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Iterator
 
+import httpx
 import pytest
+from sqlalchemy import text
+
+from infra.embedded import free_port
+from infra.processes import gateway_command, wait_healthy
+from tests.conftest import running, service_env
 
 pytestmark = pytest.mark.e2e
 
@@ -160,3 +168,83 @@ def test_a_user_id_of_every_allowed_kind_works_end_to_end(http, tenant):
     found = http.post("/memory/query", json={"query": "ferry to Texel", "user_id": user}).json()["matches"]
     assert [m["id"] for m in found] == [added.json()["id"]]
     assert http.get("/memory/all", params={"user_id": user}).json()["total"] == 1
+
+
+def test_an_idempotency_key_reused_for_another_batch_is_a_409_naming_the_key(http, tenant):
+    items = [{"content": "Shipment 1 left the Rotterdam warehouse"}, {"content": "Shipment 2 left on Monday"}]
+    first = http.post("/memory/batch", json={"items": items, "user_id": tenant, "idempotency_key": "nightly-1"})
+    assert first.status_code == 202 and first.json()["status"] == "queued", first.text
+    job_id = first.json()["job_id"]
+
+    # The same batch spelt otherwise (key order, defaults given, spacing, the item's own user_id) is the same request.
+    again = {"sequence": False, "idempotency_key": "nightly-1", "items": [{"tags": [], **i} for i in items]}
+    again["items"][0]["user_id"] = tenant
+    same = http.post(
+        "/memory/batch",
+        content=json.dumps(again | {"user_id": tenant}, indent=2),
+        headers={"content-type": "application/json"},
+    )
+    assert same.status_code == 202 and same.json() | {"chunks": None} == first.json() | {
+        "status": "existing",
+        "chunks": None,
+    }
+
+    for changed in (
+        {"items": [*items, {"content": "Shipment 3 left on Tuesday"}]},
+        {"items": items[:1]},
+        {"items": [items[1], items[0]]},
+        {"items": [{**items[0], "tags": ["ops"]}, items[1]]},
+        {"items": items, "sequence": True},
+    ):
+        refused = http.post("/memory/batch", json=changed | {"user_id": tenant, "idempotency_key": "nightly-1"})
+        assert refused.status_code == 409, (changed, refused.text)
+        error = refused.json()["error"]
+        assert error["code"] == "conflict" and "idempotency_key 'nightly-1'" in error["message"]
+        assert job_id in error["message"] and error["details"] == {"idempotency_key": "nightly-1", "job_id": job_id}
+
+    other_tenant = http.post(
+        "/memory/batch", json={"items": items[:1], "user_id": f"{tenant}-other", "idempotency_key": "nightly-1"}
+    )
+    assert other_tenant.status_code == 202 and other_tenant.json()["job_id"] != job_id  # a key is the tenant's own
+
+
+OPERATOR_KEY = "operator-key-0123456789"
+TENANT_KEY = "tenant-key-0123456789"
+
+
+@pytest.fixture(scope="module")
+def keyed(servers, tmp_path_factory):
+    """A gateway with an operator key and a tenant key."""
+    port = free_port()
+    env = service_env(servers, MNEMOFLOW_API_KEYS=f"{TENANT_KEY}=keyed-tenant", MNEMOFLOW_ADMIN_API_KEY=OPERATOR_KEY)
+    log_path = tmp_path_factory.mktemp("logs") / "keyed.log"
+    with running(gateway_command(host="127.0.0.1", port=port), env, log_path) as proc:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, proc, log_path=log_path)
+        yield url
+
+
+def test_rows_of_a_user_id_stored_before_the_rule_stay_readable_with_the_operator_key(http, db, tenant, keyed):
+    added = http.post("/memory/add", json={"content": "Old tenant's note on harbour fees", "user_id": tenant}).json()
+    legacy = f"legacy user~{uuid.uuid4().hex[:8]}"  # as a store made before the rule may hold
+    with db.session() as session:
+        session.execute(
+            text("UPDATE memories SET user_id = :legacy WHERE id = :id"), {"legacy": legacy, "id": added["id"]}
+        )
+
+    assert http.get("/memory/all", params={"user_id": legacy}).status_code == 422  # no request can name it
+
+    with httpx.Client(base_url=keyed, timeout=30) as client:
+        path, params = "/maintenance/user-ids/memories", {"stored_user_id": legacy}
+        tenant_call = client.get(path, params=params, headers={"Authorization": f"Bearer {TENANT_KEY}"})
+        assert tenant_call.status_code == 403
+        page = client.get(path, params=params, headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
+        assert page.status_code == 200, page.text
+        assert page.json()["total"] == 1 and page.json()["items"][0]["content"] == "Old tenant's note on harbour fees"
+        assert page.json()["items"][0]["user_id"] == legacy
+
+        report = client.get("/maintenance/user-ids", headers={"Authorization": f"Bearer {OPERATOR_KEY}"}).json()
+        assert "not starting with _" in report["rule"]
+        memories = report["tables"]["memories"]
+        assert memories["rows"] >= 1 and (legacy in memories["examples"] or memories["user_ids"] > 5)
+        assert client.get("/maintenance/user-ids", headers={"Authorization": f"Bearer {TENANT_KEY}"}).status_code == 403

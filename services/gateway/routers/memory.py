@@ -62,6 +62,7 @@ def add_batch(
         total=len(body.items),
         params={"items": len(body.items), "chunks": len(chunks), "sequence": body.sequence},
         idempotency_key=body.idempotency_key,
+        request_hash=body.request_hash() if body.idempotency_key else None,
     )
     if created:  # sent after the commit; a lost message is re-sent by the sweeper
         job_store.add_chunks(work.session, job_id, chunks)
