@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -227,10 +228,7 @@ def keyed(servers, tmp_path_factory):
 def test_rows_of_a_user_id_stored_before_the_rule_stay_readable_with_the_operator_key(http, db, tenant, keyed):
     added = http.post("/memory/add", json={"content": "Old tenant's note on harbour fees", "user_id": tenant}).json()
     legacy = f"legacy user~{uuid.uuid4().hex[:8]}"  # as a store made before the rule may hold
-    with db.session() as session:
-        session.execute(
-            text("UPDATE memories SET user_id = :legacy WHERE id = :id"), {"legacy": legacy, "id": added["id"]}
-        )
+    _rename(db, tenant, legacy)
 
     assert http.get("/memory/all", params={"user_id": legacy}).status_code == 422  # no request can name it
 
@@ -248,3 +246,23 @@ def test_rows_of_a_user_id_stored_before_the_rule_stay_readable_with_the_operato
         memories = report["tables"]["memories"]
         assert memories["rows"] >= 1 and (legacy in memories["examples"] or memories["user_ids"] > 5)
         assert client.get("/maintenance/user-ids", headers={"Authorization": f"Bearer {TENANT_KEY}"}).status_code == 403
+
+    renamed = f"{tenant}-renamed"
+    _rename(db, legacy, renamed)
+    assert http.get(f"/memory/{added['id']}", params={"user_id": renamed}).json()["content"] == added["content"]
+    body = {"query": "harbour fees", "user_id": renamed, "explain": True}
+    [match] = http.post("/memory/query", json=body).json()["matches"]
+    assert match["id"] == added["id"]
+    assert match["trace"]["dense_rank"] == 1 and match["trace"]["lexical_rank"] == 1  # vectors and terms moved too
+
+
+def _rename(db, old: str, new: str) -> None:
+    """Move a tenant with the SQL that docs/configuration.md gives the operator (its section on user ids)."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    section = docs.split("### User ids", 1)[1].split("\n#", 1)[0]
+    block = section.split("```sql\n", 1)[1].split("```", 1)[0]
+    statements = [s.strip() for s in block.split(";") if s.strip()]
+    assert len(statements) == 8
+    with db.session() as session:
+        for statement in statements:
+            session.execute(text(statement.replace("'OLD'", ":old").replace("'NEW'", ":new")), {"old": old, "new": new})
