@@ -57,7 +57,7 @@ class Corpus:
     questions: list[Question] = field(default_factory=list)
 
     def copy_tenant(self, tenant: str, copy: str) -> str:
-        return tenant if not copy else f"{tenant}~{copy}"
+        return tenant if not copy else f"{tenant}:{copy}"
 
 
 def load_locomo(data: Path, run: str, limit_queries: int) -> Corpus:

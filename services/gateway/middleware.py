@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway import metrics
@@ -76,7 +77,7 @@ class BodySizeLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise _TooLarge
+                    raise _TooLarge(limit)
             return message
 
         try:
@@ -85,15 +86,20 @@ class BodySizeLimit:
             await self._reject(scope, receive, send, limit)
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        response = JSONResponse(
-            error_body(
-                "payload_too_large",
-                f"request body exceeds {limit:,} bytes; split it into smaller requests",
-            ),
-            status_code=413,
-        )
+        response = JSONResponse(error_body("payload_too_large", _too_large(limit)), status_code=413)
         await response(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
+def _too_large(limit: int) -> str:
+    return f"request body exceeds {limit:,} bytes; split it into smaller requests"
+
+
+class _TooLarge(HTTPException):
+    """The body outgrew its limit while it was read (sent chunked, or longer than its Content-Length).
+
+    An HTTPException because FastAPI turns any other error met while it reads a body into a 400 ("There was an
+    error parsing the body"), but lets this one through to the error handler, which answers 413. Where it is met
+    outside FastAPI's reading (a route reading the body itself), BodySizeLimit answers 413 itself."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, detail=_too_large(limit))

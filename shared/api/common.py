@@ -6,16 +6,41 @@ ship these schemas as they are (tests/unit/test_architecture.py keeps it so).
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, field_validator
+from pydantic import AfterValidator, BaseModel, WithJsonSchema, field_validator
 
 # The five sectors (the architecture seed's), in this order everywhere.
 SECTORS: tuple[str, ...] = ("episodic", "semantic", "procedural", "emotional", "reflective")
 # The embedding providers a store's vectors can come from.
 Provider = Literal["synthetic", "local", "static", "openai", "ollama"]
-UserId = str
+
+# A user id becomes a key prefix in Redis, a label on /metrics and a value in every row: a short plain name. A
+# leading "_" is reserved for the store's own names ("_system" owns store-wide jobs, "_other" on /metrics).
+USER_ID_MAX_CHARS = 256
+USER_ID_PATTERN = r"^[A-Za-z0-9.@:-][A-Za-z0-9_.@:-]{0,255}$"
+USER_ID_RULE = "1-256 characters of letters (A-Z, a-z), digits and - _ . @ :, not starting with _ (reserved)"
+_USER_ID = re.compile(USER_ID_PATTERN, re.ASCII)
+
+
+def check_user_id(value: str) -> str:
+    """`value` if it is a user id a tenant may use, else ValueError saying what is allowed."""
+    if _USER_ID.fullmatch(value):
+        return value
+    shown = f"{len(value):,} characters" if len(value) > USER_ID_MAX_CHARS else repr(value)
+    raise ValueError(f"a user_id is {USER_ID_RULE}; got {shown}")
+
+
+UserId = Annotated[
+    str,
+    AfterValidator(check_user_id),
+    WithJsonSchema(
+        {"type": "string", "pattern": USER_ID_PATTERN, "minLength": 1, "maxLength": USER_ID_MAX_CHARS},
+        mode="validation",
+    ),
+]
 
 
 def no_nul(value: str, what: str) -> str:

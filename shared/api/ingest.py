@@ -46,7 +46,7 @@ class IngestOptions(TagsAndMetadata):
     metadata: dict[str, Any] = Field(default_factory=dict, description="kept on the document and on every chunk")
     tags: list[str] = Field(default_factory=list)
     config: IngestConfig = Field(default_factory=IngestConfig)
-    user_id: UserId | None = Field(default=None, min_length=1, max_length=256)
+    user_id: UserId | None = None
     occurred_at: datetime | None = Field(
         default=None,
         description="when what the document records happened (a meeting's date, a recording's time), ISO 8601, "
@@ -83,7 +83,8 @@ class IngestUrlRequest(IngestOptions):
 
 
 def form_params(fields: dict[str, str]) -> IngestOptions:
-    """The options of a multipart upload (metadata as JSON text, tags comma-separated, config fields flat)."""
+    """The options of a multipart upload (metadata as JSON text, tags comma-separated, config fields flat), its
+    `user_id` among them."""
     try:
         metadata = json.loads(fields["metadata"]) if fields.get("metadata") else {}
     except json.JSONDecodeError as exc:
@@ -92,8 +93,8 @@ def form_params(fields: dict[str, str]) -> IngestOptions:
         raise ValueError("metadata: must be a JSON object")
     config = {k: fields[k] for k in ("chunk_size", "chunk_overlap", "preserve_metadata") if fields.get(k)}
     tags = [t for t in (fields.get("tags") or "").split(",") if t.strip()]
-    when = {"occurred_at": fields["occurred_at"]} if fields.get("occurred_at") else {}
-    return IngestOptions.model_validate({"metadata": metadata, "tags": tags, "config": config} | when)
+    given = {name: fields[name] for name in ("occurred_at", "user_id") if fields.get(name)}
+    return IngestOptions.model_validate({"metadata": metadata, "tags": tags, "config": config} | given)
 
 
 class IngestAccepted(BaseModel):

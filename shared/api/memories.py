@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from datetime import datetime
 from typing import Any, Literal
@@ -36,7 +38,7 @@ class MemoryCreate(TagsAndMetadata):
     content: str = Field(min_length=1, description="The text to remember (kept verbatim).")
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    user_id: UserId | None = Field(default=None, min_length=1, max_length=256)
+    user_id: UserId | None = None
     salience: float | None = Field(default=None, ge=0.0, le=1.0, description="Initial salience; default by sector.")
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     occurred_at: datetime | None = Field(
@@ -170,12 +172,27 @@ class BatchRequest(BaseModel):
 
     items: list[MemoryCreate] = Field(min_length=1)
     user_id: UserId | None = None
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="the same key with the same batch returns the first job; with another batch it is a 409",
+    )
     sequence: bool = Field(
         default=False,
         description="the items are one sequence in order (a conversation's turns, a session's notes): each is "
         "linked to the next by a `next` waypoint, so a query that finds one can surface its neighbours",
     )
+
+    def request_hash(self) -> str:
+        """SHA-256 of the batch as validated, in canonical JSON: the same batch sent with other spacing, key order
+        or defaults spelt out hashes the same. The key and the user ids are left out (the key's scope is the
+        tenant, and an item may only name the batch's own)."""
+        canonical = self.model_dump(
+            mode="json", exclude={"idempotency_key": True, "user_id": True, "items": {"__all__": {"user_id"}}}
+        )
+        encoded = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(encoded.encode()).hexdigest()
 
 
 class MemoryPage(BaseModel):

@@ -18,6 +18,8 @@ _INGEST = IngestParams()
 
 class IngestSettings(BaseModel):
     ingest_max_bytes: int = Field(default=_INGEST.max_bytes, ge=1024, description="largest upload or fetched body")
+    ingest_max_chars: int = Field(default=_INGEST.max_chars, ge=1000, description="characters of text per document")
+    ingest_max_chunks: int = Field(default=_INGEST.max_chunks, ge=1, description="chunks (memories) per document")
     ingest_chunk_size: int = Field(default=_INGEST.chunk_size, ge=16, le=8192)
     ingest_chunk_overlap: int = Field(default=_INGEST.chunk_overlap, ge=0, le=4096)
     ingest_parse_timeout_seconds: float = Field(default=_INGEST.parse_timeout_seconds, gt=0)
@@ -48,6 +50,8 @@ class IngestSettings(BaseModel):
     def ingest(self) -> IngestParams:
         return IngestParams(
             max_bytes=self.ingest_max_bytes,
+            max_chars=self.ingest_max_chars,
+            max_chunks=self.ingest_max_chunks,
             chunk_size=self.ingest_chunk_size,
             chunk_overlap=self.ingest_chunk_overlap,
             parse_timeout_seconds=self.ingest_parse_timeout_seconds,

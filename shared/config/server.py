@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
+from shared.api.common import check_user_id
 from shared.config.parsing import env, normalize_database_url, pairs
 from shared.memory.limits import InputLimits
 
@@ -53,6 +54,24 @@ class ServerSettings(BaseModel):
     @classmethod
     def _parse_api_keys(cls, value: object) -> object:
         return pairs(value, "MNEMOFLOW_API_KEYS", "key=tenant")
+
+    @field_validator("api_keys")
+    @classmethod
+    def _tenants_are_user_ids(cls, value: dict[str, str]) -> dict[str, str]:
+        for tenant in value.values():
+            try:
+                check_user_id(tenant)
+            except ValueError as exc:
+                raise ValueError(f"MNEMOFLOW_API_KEYS: {exc}") from None
+        return value
+
+    @field_validator("default_user_id")
+    @classmethod
+    def _default_is_a_user_id(cls, value: str) -> str:
+        try:
+            return check_user_id(value)
+        except ValueError as exc:
+            raise ValueError(f"MNEMOFLOW_DEFAULT_USER_ID: {exc}") from None
 
     @field_validator("database_url")
     @classmethod

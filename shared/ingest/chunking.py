@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.errors import InvalidInput
-from shared.ingest.elements import Element
+from shared.ingest.elements import Element, TextBudget
 from shared.ingest.params import IngestParams
-from shared.text import estimate_tokens, split_by_estimate, tail_by_estimate
+from shared.text import estimate_tokens, iter_windows, tail_by_estimate
 
 DEFAULT_CHUNK_SIZE = IngestParams.chunk_size
 DEFAULT_CHUNK_OVERLAP = IngestParams.chunk_overlap
@@ -51,6 +51,8 @@ def chunk_elements(
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
     preserve_metadata: bool = True,
     document_metadata: Mapping[str, Any] | None = None,
+    max_chunks: int | None = None,
+    max_chars: int | None = None,
 ) -> list[Chunk]:
     """Pack elements in order into chunks of at most `chunk_size` estimated tokens.
 
@@ -62,15 +64,21 @@ def chunk_elements(
 
     With `preserve_metadata`, each chunk's metadata names its element range, element types, pages,
     sheet names, heading path, start/end seconds (transcripts) and, under "document", `document_metadata`.
+
+    Limits (InvalidInput, raised as soon as one is passed, before the rest is chunked): elements of more than
+    `max_chars` characters, more than `max_chunks` chunks, or chunks holding more than twice `max_chars` between
+    them (an overlap near the chunk size repeats the text many times over).
     """
     if chunk_size <= 0 or not 0 <= chunk_overlap < chunk_size:
         raise InvalidInput(f"need chunk_size > 0 and 0 <= chunk_overlap < chunk_size, got {chunk_size}/{chunk_overlap}")
-    builder = _Builder(elements, chunk_size, chunk_overlap)
+    builder = _Builder(elements, chunk_size, chunk_overlap, max_chunks, max_chars)
+    budget = TextBudget(max_chars)
     headings: tuple[str, ...] = ()
     for position, element in enumerate(elements):
         text = element.text.strip()
         if not text:
             continue
+        budget.take(len(text))
         if element.kind == "Title":
             headings = _push_heading(headings, text, element.metadata.get("category_depth"))
             if builder.new_tokens() >= chunk_size // 4:
@@ -95,12 +103,40 @@ def chunk_elements(
 class _Builder:
     """The chunk being filled, and the chunks already closed (as lists of pieces)."""
 
-    def __init__(self, elements: Sequence[Element], chunk_size: int, chunk_overlap: int) -> None:
+    def __init__(
+        self,
+        elements: Sequence[Element],
+        chunk_size: int,
+        chunk_overlap: int,
+        max_chunks: int | None = None,
+        max_chars: int | None = None,
+    ) -> None:
         self.elements = elements
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        self.max_chunks = max_chunks
+        self.max_chunk_chars = None if max_chars is None else 2 * max_chars
         self.current: list[_Piece] = []
         self.chunks: list[list[_Piece]] = []
+        self.chunk_chars = 0
+
+    def close(self, pieces: list[_Piece]) -> None:
+        """Add a finished chunk; InvalidInput when it is one too many, or its text one repetition too much."""
+        self.chunks.append(pieces)
+        self.chunk_chars += sum(len(p.text) for p in pieces) + len(SEPARATOR) * (len(pieces) - 1)
+        if self.max_chunks is not None and len(self.chunks) > self.max_chunks:
+            raise InvalidInput(
+                f"the document makes more than {self.max_chunks:,} chunks of {self.chunk_size:,} tokens, the limit "
+                "per document (MNEMOFLOW_INGEST_MAX_CHUNKS): send a larger config.chunk_size, or split the document",
+                details={"limit": "chunks", "max_chunks": self.max_chunks, "chunk_size": self.chunk_size},
+            )
+        if self.max_chunk_chars is not None and self.chunk_chars > self.max_chunk_chars:
+            raise InvalidInput(
+                f"the document's chunks would repeat too much of it: more than {self.max_chunk_chars:,} characters "
+                f"(twice MNEMOFLOW_INGEST_MAX_CHARS) with chunk_overlap {self.chunk_overlap:,} in chunks of "
+                f"{self.chunk_size:,} tokens: send a smaller config.chunk_overlap",
+                details={"limit": "chunk_chars", "max_chunk_chars": self.max_chunk_chars},
+            )
 
     def tokens(self) -> int:
         return sum(p.tokens for p in self.current) + _SEPARATOR_TOKENS * max(len(self.current) - 1, 0)
@@ -121,11 +157,13 @@ class _Builder:
 
     def add_oversized(self, piece: _Piece) -> None:
         self.flush(overlap=False, carry_titles=False)
-        windows = split_by_estimate(piece.text, self.chunk_size, self.chunk_overlap)
-        for window in windows[:-1]:
-            self.chunks.append([_with_text(piece, window)])
+        windows = iter_windows(piece.text, self.chunk_size, self.chunk_overlap)  # one at a time: limits stop it
+        last = next(windows)
+        for window in windows:
+            self.close([_with_text(piece, last)])
+            last = window
         # The last window stays open so that following small elements can join it.
-        self.current = [_with_text(piece, windows[-1])]
+        self.current = [_with_text(piece, last)]
 
     def flush(self, *, overlap: bool, room_for: int = 0, carry_titles: bool = True) -> None:
         """Close the current chunk; with `overlap`, open the next one with its tail (leaving `room_for` tokens).
@@ -139,7 +177,7 @@ class _Builder:
         carried: list[_Piece] = []
         while carry_titles and len(closing) > 1 and closing[-1].kind == "Title" and not closing[-1].overlap:
             carried.insert(0, closing.pop())
-        self.chunks.append(closing)
+        self.close(closing)
         self.current = carried
         if overlap and not carried:
             budget = min(self.chunk_overlap, self.chunk_size - room_for - _SEPARATOR_TOKENS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.errors import ExtractionFailed
 from shared.ingest.formats import Format
 
 
@@ -34,3 +35,27 @@ class Extracted:
     def text(self) -> str:
         """All element texts, one blank line apart (for callers that want the plain text)."""
         return "\n\n".join(element.text for element in self.elements)
+
+
+def too_much_text(max_chars: int) -> ExtractionFailed:
+    """The error of a document whose text passes MNEMOFLOW_INGEST_MAX_CHARS."""
+    return ExtractionFailed(
+        f"the document holds more than {max_chars:,} characters of text, the limit per document "
+        "(MNEMOFLOW_INGEST_MAX_CHARS): split it into smaller documents, or raise the limit",
+        details={"limit": "chars", "max_chars": max_chars},
+    )
+
+
+class TextBudget:
+    """The characters of text one document may yield. A parser takes from it as it goes, so a document past the
+    limit stops its parser there instead of being extracted whole and cut afterwards."""
+
+    def __init__(self, max_chars: int | None) -> None:
+        self.max_chars = max_chars
+        self.used = 0
+
+    def take(self, chars: int) -> None:
+        """Count `chars` more characters; ExtractionFailed once past the limit."""
+        self.used += chars
+        if self.max_chars is not None and self.used > self.max_chars:
+            raise too_much_text(self.max_chars)

@@ -12,16 +12,22 @@ from shared.ingest.sandbox import DOCUMENT_LIMITS, MEDIA_LIMITS, Limits, run_lim
 
 
 def extract(
-    path: str | os.PathLike[str], fmt: Format, *, limits: Limits | None = None, source_url: str | None = None
+    path: str | os.PathLike[str],
+    fmt: Format,
+    *,
+    limits: Limits | None = None,
+    source_url: str | None = None,
+    max_chars: int | None = None,
 ) -> Extracted:
     """Elements and metadata of the file at `path`, already sniffed as `fmt`.
 
     Documents are parsed (pypdfium2 for PDF, trafilatura + unstructured for HTML, unstructured for the
     rest); audio and video are transcribed. `limits` defaults to DOCUMENT_LIMITS or MEDIA_LIMITS by kind.
-    `source_url` is recorded for HTML fetched from the web. Raises ExtractionFailed when there is no text.
+    `source_url` is recorded for HTML fetched from the web. Raises ExtractionFailed when there is no text, or
+    more than `max_chars` characters of it: the parser stops there, so no more than that comes back.
     """
     location = os.fspath(path)
     label = f"{fmt.value} {fmt.kind.value}"
     if fmt.kind is Kind.DOCUMENT:
-        return run_limited(label, limits or DOCUMENT_LIMITS, parse_document, location, fmt, source_url)
-    return run_limited(label, limits or MEDIA_LIMITS, transcribe, location, fmt)
+        return run_limited(label, limits or DOCUMENT_LIMITS, parse_document, location, fmt, source_url, max_chars)
+    return run_limited(label, limits or MEDIA_LIMITS, transcribe, location, fmt, max_chars)

@@ -13,6 +13,11 @@ MIB = 1024 * 1024
 @dataclass(frozen=True)
 class IngestParams:
     max_bytes: int = 25 * MIB  # the largest upload or fetched body
+    # What one document may become (docs/ingestion.md#limits-per-document). 10 million characters is ~5,000 pages
+    # of dense text, far more than a book, and planning it costs the worker +40 MB (+0.17 GB in CJK); 10,000 chunks
+    # cover that text down to chunk_size 512 (~1,400 chunks at the default 2048), each one a memory.
+    max_chars: int = 10_000_000
+    max_chunks: int = 10_000
     chunk_size: int = 2048  # estimated tokens per chunk
     chunk_overlap: int = 256  # estimated tokens repeated between chunks
     # Parser limits per document (a sandboxed child each); audio and video get their own, transcription is slow.

@@ -9,27 +9,31 @@ from __future__ import annotations
 from typing import Any
 
 from shared.errors import ExtractionFailed
-from shared.ingest.elements import Element, Extracted
+from shared.ingest.elements import Element, Extracted, TextBudget
 from shared.ingest.formats import Format
 
 
-def parse_document(path: str, fmt: Format, source_url: str | None) -> Extracted:
-    """Elements and metadata of one document; `ExtractionFailed` when it holds no text."""
+def parse_document(path: str, fmt: Format, source_url: str | None, max_chars: int | None = None) -> Extracted:
+    """Elements and metadata of one document; `ExtractionFailed` when it holds no text, or more than `max_chars`
+    characters of it (the parser stops there)."""
+    budget = TextBudget(max_chars)
     if fmt is Format.PDF:
-        elements, metadata = _parse_pdf(path)
+        elements, metadata = _parse_pdf(path, budget)
     elif fmt is Format.HTML:
-        elements, metadata = _parse_html(path, source_url)
+        elements, metadata = _parse_html(path, source_url, budget)
     else:
         from shared.ingest import unstructured_setup
 
-        elements = unstructured_setup.partition(path, fmt)
+        # unstructured builds its whole element list first (held by the sandbox's memory cap); none of the text
+        # past the limit is converted or sent back to the worker.
+        elements = unstructured_setup.partition(path, fmt, budget)
         metadata = _summarise(elements)
     if not any(element.text.strip() for element in elements):
         raise ExtractionFailed(f"no text found in this {fmt.value} document", details={"format": fmt.value})
     return Extracted(format=fmt, elements=elements, metadata={"format": fmt.value, **metadata})
 
 
-def _parse_pdf(path: str) -> tuple[list[Element], dict[str, Any]]:
+def _parse_pdf(path: str, budget: TextBudget) -> tuple[list[Element], dict[str, Any]]:
     # PDFium's text layer per page: ~60x faster than unstructured's "fast" PDF strategy measured here,
     # and it needs no [pdf] extra (which brings torch). Layout analysis and OCR are out of scope.
     import pypdfium2 as pdfium
@@ -47,6 +51,7 @@ def _parse_pdf(path: str) -> tuple[list[Element], dict[str, Any]]:
             text = textpage.get_text_bounded().replace("\r\n", "\n").replace("\r", "\n").strip()
             textpage.close()
             page.close()
+            budget.take(len(text))  # page by page: the pages after the limit are never read
             if text:
                 elements.append(Element(text=text, kind="Text", metadata={"page_number": index + 1}))
         info = {k.lower(): v for k, v in pdf.get_metadata_dict(skip_empty=True).items()}
@@ -62,7 +67,7 @@ def _parse_pdf(path: str) -> tuple[list[Element], dict[str, Any]]:
     return elements, metadata
 
 
-def _parse_html(path: str, source_url: str | None) -> tuple[list[Element], dict[str, Any]]:
+def _parse_html(path: str, source_url: str | None, budget: TextBudget) -> tuple[list[Element], dict[str, Any]]:
     # trafilatura keeps the main content (drops navigation, sidebars, footers) and renders it as Markdown,
     # whose headings, lists and tables unstructured turns into typed elements like any Markdown file.
     import trafilatura
@@ -84,6 +89,7 @@ def _parse_html(path: str, source_url: str | None) -> tuple[list[Element], dict[
     assert not isinstance(document, dict)
     if document is None or not (document.text or "").strip():
         raise ExtractionFailed("no main content found in this HTML page", details={"format": "html"})
+    budget.take(len(document.text or ""))
     elements = unstructured_setup.partition_markdown_text(document.text or "")
     metadata = {
         key: value

@@ -7,9 +7,11 @@ is written but the document's status, so a worker lost mid-document leaves nothi
 or the sweeper starts it again from the staged bytes (or the URL). The embed workers store the chunks
 (shared.memory.chunks) and the last one finishes the document (shared.ingest.completion).
 
-Failures: a 4xx-class error (corrupt, unsupported, mislabelled, over a parser limit, too large, refused
-address, HTTP 4xx from the site) will not change on a retry, so it fails the document at once; anything
-else (network, timeouts of the site, database) is retried with backoff up to `job_max_attempts`.
+Failures: a 4xx-class error (corrupt, unsupported, mislabelled, over a parser limit, too large, more text or
+chunks than MNEMOFLOW_INGEST_MAX_CHARS or MNEMOFLOW_INGEST_MAX_CHUNKS allow, refused address, HTTP 4xx from the
+site) will not change on a retry, so it fails the document at once; anything else (network, timeouts of the site,
+database) is retried with backoff up to `job_max_attempts`. A document over a limit fails whole rather than
+keeping its first part: stored in part, it would answer queries as if it were all there.
 """
 
 from __future__ import annotations
@@ -140,7 +142,9 @@ def _prepare(
         fmt = sniff(path)
         if document["source_type"] == "url":  # an upload's declared type was checked when it was accepted
             check_declared(fmt, declared)
-        extracted = extract(path, fmt, limits=limits_for(rules, fmt.kind), source_url=source_url)
+        extracted = extract(
+            path, fmt, limits=limits_for(rules, fmt.kind), source_url=source_url, max_chars=rules.max_chars
+        )
         stages["extract_ms"] = _ms(started)
     started = time.perf_counter()
     try:
@@ -153,6 +157,8 @@ def _prepare(
         chunk_overlap=overlap,
         preserve_metadata=config.get("preserve_metadata", True),
         document_metadata=extracted.metadata,
+        max_chunks=rules.max_chunks,
+        max_chars=rules.max_chars,
     )
     stages["chunk_ms"] = _ms(started)
     return _Prepared(fmt, chunks, extracted.metadata, size, source_url)

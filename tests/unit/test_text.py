@@ -71,3 +71,34 @@ def test_cjk_windows_count_characters_as_tokens():
     windows = split_by_estimate(text, 512, 50)
     assert [len(w) for w in windows] == [512, 512, 276]
     assert windows[0][-50:] == windows[1][:50]
+
+
+def test_windows_come_one_at_a_time_and_a_caller_that_stops_pays_for_no_more():
+    import tracemalloc
+
+    from shared.text import iter_windows
+
+    text = " ".join(f"word{i}" for i in range(2000))
+    assert list(iter_windows(text, 64, 8)) == split_by_estimate(text, 64, 8)
+    huge = "word " * 2_000_000  # 10 million characters
+    tracemalloc.start()
+    try:
+        windows = iter_windows(huge, 16, 4)
+        first = [next(windows) for _ in range(10)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert first[0] == " ".join(["word"] * 8) and peak < 1024 * 1024  # all its windows would be ~100 MB
+
+
+def test_the_estimate_of_a_long_cjk_text_holds_no_list_of_its_characters():
+    import tracemalloc
+
+    text = "记忆引擎" * 1_000_000  # 4 million characters (16 MB as a str)
+    tracemalloc.start()
+    try:
+        assert estimate_tokens(text) == 4_000_000
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024 * 1024  # a list of every character is ~320 MB

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 
 from services.gateway.deps import PrincipalDep, WorkDep
 from services.gateway.routers.system import job_public
+from shared.api.common import UserId
 from shared.api.ingest import DocumentDetail, DocumentMemory, DocumentPage, DocumentPublic
 from shared.errors import NotFound
 from shared.storage import documents as document_store
@@ -21,7 +22,7 @@ DocumentStatus = Literal["queued", "extracting", "embedding", "done", "failed", 
 def list_documents(
     work: WorkDep,
     principal: PrincipalDep,
-    user_id: str | None = None,
+    user_id: UserId | None = None,
     status: DocumentStatus | None = None,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
@@ -37,7 +38,7 @@ def get_document(
     document_id: uuid.UUID,
     work: WorkDep,
     principal: PrincipalDep,
-    user_id: str | None = None,
+    user_id: UserId | None = None,
     offset: Annotated[int, Query(ge=0, description="first memory (in reading order) to list")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="memories to list")] = 100,
 ) -> DocumentDetail:

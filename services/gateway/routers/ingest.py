@@ -27,6 +27,7 @@ from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep
 from services.gateway.routers.system import job_public
 from services.gateway.state import GatewayState, UnitOfWork
+from shared.api.common import USER_ID_PATTERN
 from shared.api.ingest import IngestAccepted, IngestOptions, IngestRequest, IngestUrlRequest, form_params
 from shared.api.jobs import JobPublic
 from shared.errors import InvalidInput, MnemoflowError, PayloadTooLarge
@@ -47,7 +48,7 @@ _UPLOAD_FORM = {
                     "required": ["file"],
                     "properties": {
                         "file": {"type": "string", "format": "binary"},
-                        "user_id": {"type": "string"},
+                        "user_id": {"type": "string", "pattern": USER_ID_PATTERN},
                         "content_type": {"type": "string", "description": "declared type; default: the part's"},
                         "metadata": {"type": "string", "description": "a JSON object"},
                         "tags": {"type": "string", "description": "comma-separated"},
@@ -135,7 +136,7 @@ async def ingest_file(
             options = form_params(fields)
         except (ValueError, ValidationError) as exc:
             raise InvalidInput(f"invalid upload options: {exc}") from exc
-        user_id = principal.tenant(fields.get("user_id"))
+        user_id = principal.tenant(options.user_id)
         _check_options(state, options)
         declared = fields.get("content_type") or upload.content_type
         filename = os.path.basename(upload.filename) if upload.filename else None

@@ -9,10 +9,13 @@ from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response, status
+from pydantic import AfterValidator
 
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep, WorkDep
+from shared.api.common import USER_ID_RULE, no_nul
 from shared.api.jobs import DecayRequest, ReembedRequest
+from shared.api.memories import MemoryPage, MemoryPublic
 from shared.embedding import EmbeddingProvider, reembed
 from shared.embedding.calls import embed_timed
 from shared.embedding.factory import embedder_for
@@ -24,6 +27,8 @@ from shared.memory.sectors import SECTORS
 from shared.storage import decay_runs
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import memories as memory_store
+from shared.storage import tenants as tenant_store
+from shared.storage.rows import MemoryFilter
 from shared.storage.sector_models import StoreModel, current_models
 
 log = logging.getLogger("mnemoflow.gateway")
@@ -172,3 +177,30 @@ def lifecycle_stats(
             "reinforce_on_query": reinforcement.on_query,
         },
     }
+
+
+@router.get("/user-ids")
+def nonconforming_user_ids(work: WorkDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Stored user ids that no request can name any more (rows made before the user_id rule): per table, the rows,
+    how many such user ids and a few of them. A scan of each table."""
+    principal.require_admin()
+    return {"rule": USER_ID_RULE, "tables": tenant_store.nonconforming_user_ids(work.session)}
+
+
+@router.get("/user-ids/memories", response_model=MemoryPage)
+def memories_of_stored_user_id(
+    work: WorkDep,
+    principal: PrincipalDep,
+    stored_user_id: Annotated[
+        str,
+        Query(min_length=1, description="a user_id as stored, whatever it is"),
+        AfterValidator(lambda value: no_nul(value, "stored_user_id")),
+    ],
+    u: Annotated[int, Query(ge=0, description="offset")] = 0,
+    l: Annotated[int, Query(ge=1, le=1000, description="limit")] = 100,  # noqa: E741
+) -> MemoryPage:
+    """The memories of any stored user id, newest first, for the operator: how rows whose user id no request can
+    name any more stay readable (to export them, or to check a rename)."""
+    principal.require_admin()
+    rows, total = memory_store.list_memories(work.session, stored_user_id, offset=u, limit=l, where=MemoryFilter())
+    return MemoryPage(items=[MemoryPublic(**r) for r in rows], total=total, offset=u, limit=l)

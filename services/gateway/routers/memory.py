@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep, WorkDep
-from shared.api.common import assume_utc
+from shared.api.common import UserId, assume_utc
 from shared.api.memories import (
     BatchRequest,
     LinkCreate,
@@ -62,6 +62,7 @@ def add_batch(
         total=len(body.items),
         params={"items": len(body.items), "chunks": len(chunks), "sequence": body.sequence},
         idempotency_key=body.idempotency_key,
+        request_hash=body.request_hash() if body.idempotency_key else None,
     )
     if created:  # sent after the commit; a lost message is re-sent by the sweeper
         job_store.add_chunks(work.session, job_id, chunks)
@@ -115,7 +116,7 @@ def list_all(
     u: Annotated[int, Query(ge=0, description="offset (OpenMemory's name)")] = 0,
     l: Annotated[int, Query(ge=1, le=1000, description="limit (OpenMemory's name)")] = 100,  # noqa: E741
     sector: str | None = None,
-    user_id: str | None = None,
+    user_id: UserId | None = None,
     tags: Annotated[list[str] | None, Query(description="only memories carrying all these tags")] = None,
     start_time: Annotated[datetime | None, Query(alias="startTime", description="stored at or after")] = None,
     end_time: Annotated[datetime | None, Query(alias="endTime", description="stored at or before")] = None,
@@ -141,7 +142,7 @@ def list_all(
 
 
 @router.get("/{memory_id}", response_model=MemoryPublic)
-def get_memory(memory_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, user_id: str | None = None):
+def get_memory(memory_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None):
     tenant = principal.tenant(user_id)
     row = memory_store.get_memory(work.session, tenant, memory_id)
     if row is None:
@@ -161,7 +162,7 @@ def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, wor
 
 @router.delete("/{memory_id}")
 def delete_memory(
-    memory_id: uuid.UUID, state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: str | None = None
+    memory_id: uuid.UUID, state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None
 ):
     tenant = principal.tenant(user_id)
     if not state.engine.delete(work.session, tenant, memory_id):

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from services.gateway.deps import PrincipalDep, StateDep, WorkDep
 from shared import __version__, worker_status
+from shared.api.common import UserId
 from shared.api.jobs import JobPublic
 from shared.errors import NotFound
 from shared.jobs import JobKind
@@ -80,7 +81,7 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
 
 
 @router.get("/sectors")
-def sectors(state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: str | None = None) -> dict[str, Any]:
+def sectors(state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None) -> dict[str, Any]:
     """The five sectors, their configuration, and for the tenant: per-sector count and mean salience, the
     fresh-tier backlog, injection and retrieval-blindness rates of its recent queries, and the memories by decay
     tier and compression state."""
@@ -119,7 +120,7 @@ def sectors(state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: st
 
 
 @router.get("/jobs/{job_id}", response_model=JobPublic)
-def get_job(job_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, user_id: str | None = None) -> JobPublic:
+def get_job(job_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None) -> JobPublic:
     """A job's status, progress (done/total) and error, as recorded in PostgreSQL."""
     tenant = principal.tenant(user_id)
     # an operator sees every job (store-wide ones belong to no tenant)

@@ -9,6 +9,7 @@ import io
 import math
 import wave
 import zipfile
+import zlib
 from pathlib import Path
 
 import av
@@ -170,6 +171,34 @@ def zip_bomb_docx(path: Path, megabytes: int) -> Path:
                 for _ in range(megabytes):
                     body.write(block)
                 body.write(tail)
+    return path
+
+
+def text_bomb_pdf(path: Path, pages: int, lines_per_page: int = 800) -> Path:
+    """A valid PDF whose pages each hold `lines_per_page` lines of ~1,000 characters in 1-point type (~0.8 million
+    characters a page at the default), all drawing one deflated content stream: 100 pages are ~20 KB on disk."""
+    line = b"(" + b"The heron colony near the marsh grows every year and volunteers count. " * 14 + b") '\n"
+    stream = zlib.compress(b"BT /F1 1 Tf 1 TL 5 830 Td " + line * lines_per_page + b"ET", 9)
+    bodies = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % (5 + n) for n in range(pages)) + b"] /Count %d >>" % pages,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> "
+        b"/Contents 4 0 R >>"
+    )
+    bodies += [page] * pages
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for number, body in enumerate(bodies, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(bodies) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(bodies) + 1, xref)
+    path.write_bytes(bytes(out))
     return path
 
 

@@ -1,0 +1,268 @@
+"""Bad input across routes, against the real gateway: user ids that cannot be a tenant, bodies over the limit sent
+without a Content-Length, an idempotency key reused for another batch."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from infra.embedded import free_port
+from infra.processes import gateway_command, wait_healthy
+from tests.conftest import running, service_env
+
+pytestmark = pytest.mark.e2e
+
+MIB = 1024 * 1024
+
+
+def _spaces(total: int, piece: int = 64 * 1024) -> Iterator[bytes]:
+    """`total` bytes in pieces: httpx sends a generator body chunked, without a Content-Length."""
+    sent = 0
+    while sent < total:
+        size = min(piece, total - sent)
+        sent += size
+        yield b" " * size
+
+
+def _multipart(boundary: str, file_bytes: int) -> Iterator[bytes]:
+    yield (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.txt"\r\n'
+        "Content-Type: text/plain\r\n\r\n"
+    ).encode()
+    for piece in _spaces(file_bytes):
+        yield piece.replace(b" ", b"a")
+    yield f"\r\n--{boundary}--\r\n".encode()
+
+
+def test_an_oversize_json_body_sent_chunked_gets_413_naming_the_limit(http):
+    response = http.post(
+        "/memory/add", content=_spaces(64 * MIB + 256 * 1024), headers={"content-type": "application/json"}
+    )
+    assert "content-length" not in response.request.headers
+    assert response.status_code == 413, response.text
+    error = response.json()["error"]
+    assert error["code"] == "payload_too_large" and "67,108,864 bytes" in error["message"]
+
+
+def test_an_oversize_upload_sent_chunked_gets_413_naming_the_limit(http, tenant):
+    # The test stack's uploads may be 2 MiB (MNEMOFLOW_INGEST_MAX_BYTES) plus 1 MiB of multipart framing.
+    response = http.post(
+        "/memory/ingest/file",
+        params={"user_id": tenant},
+        content=_multipart("b0undary", 4 * MIB),
+        headers={"content-type": "multipart/form-data; boundary=b0undary"},
+    )
+    assert "content-length" not in response.request.headers
+    assert response.status_code == 413, response.text
+    error = response.json()["error"]
+    assert error["code"] == "payload_too_large" and f"{3 * MIB:,} bytes" in error["message"]
+
+
+BAD_USER_IDS = ["_system", "alice bob", " alice", "a" * 257, "ålice", "alice~copy", "a/b"]
+NO_SUCH = "00000000-0000-4000-8000-000000000000"
+# Every route that takes a user id, with a request that is valid but for it: (method, path, where, request).
+# `where` says where the user id goes: query, body, form, or a dotted path into the body.
+USER_ID_ROUTES: list[tuple[str, str, str, dict]] = [
+    ("post", "/memory/add", "body", {"content": "a note"}),
+    ("post", "/memory/batch", "body", {"items": [{"content": "a note"}]}),
+    ("post", "/memory/batch", "items.0", {"items": [{"content": "a note"}]}),
+    ("post", "/memory/reinforce", "body", {"id": NO_SUCH}),
+    ("post", "/memory/link", "body", {"src_id": NO_SUCH, "dst_id": "00000000-0000-4000-8000-000000000001"}),
+    ("patch", "/memory/{memory_id}", "body", {"tags": ["x"]}),
+    ("post", "/memory/query", "body", {"query": "a note"}),
+    ("post", "/memory/query", "filters", {"query": "a note", "filters": {}}),
+    ("post", "/memory/ingest", "body", {"content_type": "txt", "data": "a note"}),
+    ("post", "/memory/ingest/url", "body", {"url": "https://example.com/a.html"}),
+    ("post", "/memory/ingest/file", "form", {}),
+    ("get", "/memory/all", "query", {}),
+    ("get", "/memory/{memory_id}", "query", {}),
+    ("delete", "/memory/{memory_id}", "query", {}),
+    ("get", "/documents", "query", {}),
+    ("get", "/documents/{document_id}", "query", {}),
+    ("get", "/sectors", "query", {}),
+    ("get", "/jobs/{job_id}", "query", {}),
+]
+RULE = "1-256 characters of letters (A-Z, a-z), digits and - _ . @ :, not starting with _ (reserved)"
+
+
+def _send(http, method: str, path: str, where: str, request: dict, user_id: str):
+    url = path.format(memory_id=NO_SUCH, document_id=NO_SUCH, job_id=NO_SUCH)
+    if where == "query":
+        return http.request(method.upper(), url, params={"user_id": user_id})
+    if where == "form":
+        return http.post(url, data={"user_id": user_id}, files={"file": ("a.txt", b"a note about the harbour")})
+    body = {**request}
+    if where == "body":
+        body["user_id"] = user_id
+    elif where == "filters":
+        body["filters"] = {**body["filters"], "user_id": user_id}
+    else:  # items.0
+        body["items"] = [{**body["items"][0], "user_id": user_id}]
+    return http.request(method.upper(), url, json=body)
+
+
+@pytest.mark.parametrize(("method", "path", "where", "request_"), USER_ID_ROUTES)
+def test_a_bad_user_id_gets_422_saying_what_is_allowed_on_every_route(http, method, path, where, request_):
+    for bad in BAD_USER_IDS:
+        response = _send(http, method, path, where, request_, bad)
+        assert response.status_code == 422, (bad, response.text)
+        error = response.json()["error"]
+        assert error["code"] == "invalid_input" and RULE in error["message"], (bad, error)
+        assert "user_id" in error["message"] or "user_id" in str(error.get("details")), (bad, error)
+
+
+def test_the_routes_above_are_every_route_that_takes_a_user_id_and_each_declares_the_rule(http):
+    spec = http.get("/openapi.json").json()
+    found = set()
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                if parameter["name"] == "user_id":
+                    assert parameter["in"] in ("query", "path")
+                    _assert_rule(parameter["schema"], f"{method} {path} {parameter['in']}")
+                    found.add((method, path, parameter["in"]))
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                for where in _user_id_fields(spec, content["schema"], f"{method} {path}"):
+                    found.add((method, path, where))
+    listed = {(m, p, "query" if w == "query" else "form" if w == "form" else "body") for m, p, w, _ in USER_ID_ROUTES}
+    assert found == listed
+
+
+def _user_id_fields(spec: dict, schema: dict, where: str, seen: frozenset[str] = frozenset()) -> list[str]:
+    """'body' or 'form' once per user_id property found anywhere in a request body's schema (refs followed)."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        if name in seen:
+            return []
+        return _user_id_fields(spec, spec["components"]["schemas"][name], where, seen | {name})
+    found = []
+    for key, value in schema.get("properties", {}).items():
+        if key == "user_id":
+            _assert_rule(value, where)
+            found.append("form" if where.endswith("/memory/ingest/file") else "body")
+        else:
+            found += _user_id_fields(spec, value, where, seen)
+    for key in ("items", "anyOf", "oneOf", "allOf"):
+        part = schema.get(key)
+        for sub in part if isinstance(part, list) else [part] if isinstance(part, dict) else []:
+            found += _user_id_fields(spec, sub, where, seen)
+    return found
+
+
+def _assert_rule(schema: dict, where: str) -> None:
+    from shared.api.common import USER_ID_PATTERN
+
+    strings = [s for s in schema.get("anyOf", [schema]) if s.get("type") == "string"]
+    assert strings and all(s.get("pattern") == USER_ID_PATTERN for s in strings), (where, schema)
+
+
+def test_a_user_id_of_every_allowed_kind_works_end_to_end(http, tenant):
+    user = f"{tenant}.copy:d30@Example-Org_1"
+    added = http.post("/memory/add", json={"content": "The ferry to Texel leaves at nine", "user_id": user})
+    assert added.status_code == 200 and added.json()["user_id"] == user
+    found = http.post("/memory/query", json={"query": "ferry to Texel", "user_id": user}).json()["matches"]
+    assert [m["id"] for m in found] == [added.json()["id"]]
+    assert http.get("/memory/all", params={"user_id": user}).json()["total"] == 1
+
+
+def test_an_idempotency_key_reused_for_another_batch_is_a_409_naming_the_key(http, tenant):
+    items = [{"content": "Shipment 1 left the Rotterdam warehouse"}, {"content": "Shipment 2 left on Monday"}]
+    first = http.post("/memory/batch", json={"items": items, "user_id": tenant, "idempotency_key": "nightly-1"})
+    assert first.status_code == 202 and first.json()["status"] == "queued", first.text
+    job_id = first.json()["job_id"]
+
+    # The same batch spelt otherwise (key order, defaults given, spacing, the item's own user_id) is the same request.
+    again = {"sequence": False, "idempotency_key": "nightly-1", "items": [{"tags": [], **i} for i in items]}
+    again["items"][0]["user_id"] = tenant
+    same = http.post(
+        "/memory/batch",
+        content=json.dumps(again | {"user_id": tenant}, indent=2),
+        headers={"content-type": "application/json"},
+    )
+    assert same.status_code == 202 and same.json() | {"chunks": None} == first.json() | {
+        "status": "existing",
+        "chunks": None,
+    }
+
+    for changed in (
+        {"items": [*items, {"content": "Shipment 3 left on Tuesday"}]},
+        {"items": items[:1]},
+        {"items": [items[1], items[0]]},
+        {"items": [{**items[0], "tags": ["ops"]}, items[1]]},
+        {"items": items, "sequence": True},
+    ):
+        refused = http.post("/memory/batch", json=changed | {"user_id": tenant, "idempotency_key": "nightly-1"})
+        assert refused.status_code == 409, (changed, refused.text)
+        error = refused.json()["error"]
+        assert error["code"] == "conflict" and "idempotency_key 'nightly-1'" in error["message"]
+        assert job_id in error["message"] and error["details"] == {"idempotency_key": "nightly-1", "job_id": job_id}
+
+    other_tenant = http.post(
+        "/memory/batch", json={"items": items[:1], "user_id": f"{tenant}-other", "idempotency_key": "nightly-1"}
+    )
+    assert other_tenant.status_code == 202 and other_tenant.json()["job_id"] != job_id  # a key is the tenant's own
+
+
+OPERATOR_KEY = "operator-key-0123456789"
+TENANT_KEY = "tenant-key-0123456789"
+
+
+@pytest.fixture(scope="module")
+def keyed(servers, tmp_path_factory):
+    """A gateway with an operator key and a tenant key."""
+    port = free_port()
+    env = service_env(servers, MNEMOFLOW_API_KEYS=f"{TENANT_KEY}=keyed-tenant", MNEMOFLOW_ADMIN_API_KEY=OPERATOR_KEY)
+    log_path = tmp_path_factory.mktemp("logs") / "keyed.log"
+    with running(gateway_command(host="127.0.0.1", port=port), env, log_path) as proc:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, proc, log_path=log_path)
+        yield url
+
+
+def test_rows_of_a_user_id_stored_before_the_rule_stay_readable_with_the_operator_key(http, db, tenant, keyed):
+    added = http.post("/memory/add", json={"content": "Old tenant's note on harbour fees", "user_id": tenant}).json()
+    legacy = f"legacy user~{uuid.uuid4().hex[:8]}"  # as a store made before the rule may hold
+    _rename(db, tenant, legacy)
+
+    assert http.get("/memory/all", params={"user_id": legacy}).status_code == 422  # no request can name it
+
+    with httpx.Client(base_url=keyed, timeout=30) as client:
+        path, params = "/maintenance/user-ids/memories", {"stored_user_id": legacy}
+        tenant_call = client.get(path, params=params, headers={"Authorization": f"Bearer {TENANT_KEY}"})
+        assert tenant_call.status_code == 403
+        page = client.get(path, params=params, headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
+        assert page.status_code == 200, page.text
+        assert page.json()["total"] == 1 and page.json()["items"][0]["content"] == "Old tenant's note on harbour fees"
+        assert page.json()["items"][0]["user_id"] == legacy
+
+        report = client.get("/maintenance/user-ids", headers={"Authorization": f"Bearer {OPERATOR_KEY}"}).json()
+        assert "not starting with _" in report["rule"]
+        memories = report["tables"]["memories"]
+        assert memories["rows"] >= 1 and (legacy in memories["examples"] or memories["user_ids"] > 5)
+        assert client.get("/maintenance/user-ids", headers={"Authorization": f"Bearer {TENANT_KEY}"}).status_code == 403
+
+    renamed = f"{tenant}-renamed"
+    _rename(db, legacy, renamed)
+    assert http.get(f"/memory/{added['id']}", params={"user_id": renamed}).json()["content"] == added["content"]
+    body = {"query": "harbour fees", "user_id": renamed, "explain": True}
+    [match] = http.post("/memory/query", json=body).json()["matches"]
+    assert match["id"] == added["id"]
+    assert match["trace"]["dense_rank"] == 1 and match["trace"]["lexical_rank"] == 1  # vectors and terms moved too
+
+
+def _rename(db, old: str, new: str) -> None:
+    """Move a tenant with the SQL that docs/configuration.md gives the operator (its section on user ids)."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    section = docs.split("### User ids", 1)[1].split("\n#", 1)[0]
+    block = section.split("```sql\n", 1)[1].split("```", 1)[0]
+    statements = [s.strip() for s in block.split(";") if s.strip()]
+    assert len(statements) == 8
+    with db.session() as session:
+        for statement in statements:
+            session.execute(text(statement.replace("'OLD'", ":old").replace("'NEW'", ":new")), {"old": old, "new": new})
