@@ -60,10 +60,13 @@ def embed_timed(
     return vectors, EmbedCall(embedder.name, embedder.model, len(texts), (time.perf_counter() - started) * 1000)
 
 
-def embed_query_timed(embedder: EmbeddingProvider, texts: Sequence[str]) -> tuple[np.ndarray, EmbedCall | None]:
-    """Like embed_timed, through a cache when the embedder has one: None when no model call was needed."""
+def embed_query_timed(
+    embedder: EmbeddingProvider, texts: Sequence[str], *, tenant: str
+) -> tuple[np.ndarray, EmbedCall | None]:
+    """Like embed_timed, through a cache when the embedder has one (the tenant's own entries): None when no
+    model call was needed."""
     logged = getattr(embedder, "embed_logged", None)
     if logged is not None:
-        result: tuple[np.ndarray, EmbedCall | None] = logged(texts)
+        result: tuple[np.ndarray, EmbedCall | None] = logged(texts, tenant=tenant)
         return result
     return embed_timed(embedder, texts)
