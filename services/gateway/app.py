@@ -100,6 +100,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         summary="Long-term memory for AI agents: sectored memories, hybrid retrieval, decay.",
         lifespan=lifespan,
+        # served by routes of their own (routers/system.py), behind the operator key once keys are configured
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     install_error_handlers(app)
     app.include_router(system.router)
