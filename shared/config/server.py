@@ -43,6 +43,8 @@ class ServerSettings(BaseModel):
 
     # Per-tenant labels on /metrics (injection and blindness counters); beyond this many, tenants count as _other.
     metrics_max_tenants: int = Field(default=1000, ge=0)
+    # Tenants appear on /metrics as a keyed hash of their user_id (services/gateway/metrics.py), never by name.
+    metrics_tenant_salt: SecretStr = SecretStr("")
     # Injection and blindness rates in GET /sectors cover this many days (counted in Redis, kept 8 days).
     retrieval_stats_days: int = Field(default=7, ge=1, le=8)
 
