@@ -73,22 +73,25 @@ def test_a_tenant_sees_which_provider_failed_and_how_but_not_its_address(
     port = free_port()
     name = f"provider-errors-{uuid.uuid4().hex[:6]}"
     gateway_log, worker_log = tmp_path / "gateway.log", tmp_path / "worker.log"
-    with (
-        running(worker_args(name, concurrency=1), env, worker_log) as worker,
-        running(gateway_command(host="127.0.0.1", port=port), env, gateway_log) as gateway,
-    ):
-        base = f"http://127.0.0.1:{port}"
-        wait_healthy(base, gateway, log_path=gateway_log)
+    # one after the other: both record the new store's model on first start
+    with running(worker_args(name, concurrency=1), env, worker_log) as worker:
         wait_for_worker(settings.model_copy(update={"redis_url": broker}), name, worker, log_path=worker_log)
-        with httpx.Client(base_url=base, headers={"x-api-key": keys.key_a}, timeout=30) as alice:
-            for path, body in (("/memory/add", {"content": "a note"}), ("/memory/query", {"query": "a note"})):
-                refused = alice.post(path, json=body)
-                assert refused.status_code == 503, refused.text
-                assert refused.json()["error"]["code"] == "embedding_unavailable"
-                _hides(refused.text, provider)
-            batch = alice.post("/memory/batch", json={"items": [{"content": "a batched note"}]})
-            assert batch.status_code == 202, batch.text
-            job = wait_for_job(alice, batch.json()["job_id"], keys.tenant_a)
-            assert job["status"] == "failed" and job["error"], job
-            _hides(job["error"], provider)
+        with running(gateway_command(host="127.0.0.1", port=port), env, gateway_log) as gateway:
+            base = f"http://127.0.0.1:{port}"
+            wait_healthy(base, gateway, log_path=gateway_log)
+            _ask_as_a_tenant(base, keys, provider)
     assert f"{provider}/v1/embeddings answered 400" in gateway_log.read_text()  # the operator's detail
+
+
+def _ask_as_a_tenant(base: str, keys, provider: str) -> None:
+    with httpx.Client(base_url=base, headers={"x-api-key": keys.key_a}, timeout=30) as alice:
+        for path, body in (("/memory/add", {"content": "a note"}), ("/memory/query", {"query": "a note"})):
+            refused = alice.post(path, json=body)
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["error"]["code"] == "embedding_unavailable"
+            _hides(refused.text, provider)
+        batch = alice.post("/memory/batch", json={"items": [{"content": "a batched note"}]})
+        assert batch.status_code == 202, batch.text
+        job = wait_for_job(alice, batch.json()["job_id"], keys.tenant_a)
+        assert job["status"] == "failed" and job["error"], job
+        _hides(job["error"], provider)
