@@ -30,11 +30,17 @@ def test_metrics_and_the_api_description_need_the_operator_key(path, stranger, a
 def test_health_answers_a_probe_without_a_key_and_tells_it_nothing_else(stranger, alice, operator):
     probe = stranger.get("/health")
     assert probe.status_code == 200
-    assert probe.json() == {"ok": True, "database": {"ok": True}, "broker": {"ok": True}}
-    assert stranger.get("/health", headers={"x-api-key": "not-a-key-of-this-server"}).json() == probe.json()
+    body = probe.json()  # up or down, nothing else: no version, no model, no worker's error
+    assert set(body) == {"ok", "database", "broker", "workers"} and all(
+        set(body[k]) == {"ok"} for k in set(body) - {"ok"}
+    )
+    assert body["database"]["ok"] is True and body["broker"]["ok"] is True
+    assert set(stranger.get("/health", headers={"x-api-key": "not-a-key-of-this-server"}).json()) == set(body)
     for caller in (alice, operator):  # a caller with a key learns the version and the embedding model
         detail = caller.get("/health").json()
-        assert detail["ok"] is True and detail["version"] and detail["embedding"]["provider"] == "synthetic"
+        assert detail["version"] and detail["embedding"]["provider"] == "synthetic"
+    assert set(alice.get("/health").json()["workers"]) == {"ok"}  # which workers fail, and why, is the operator's
+    assert {"ready", "queues", "failing"} <= set(operator.get("/health").json()["workers"])
 
 
 def test_tenants_appear_on_metrics_only_as_a_salted_hash(alice, bob, operator, keys):
