@@ -42,6 +42,7 @@ def bobs(closed_gateway: str, keys) -> dict[str, Any]:
             "/memory/ingest", json={"content_type": "text/plain", "data": data, "encoding": "base64"}
         ).json()
     return {
+        "tenant": keys.tenant_b,
         "secret": secret,
         "memory": first["id"],
         "other_memory": second["id"],
@@ -120,6 +121,8 @@ class Request:
         return self.sample(name, schema, where)
 
     def sample(self, name: str, schema: dict[str, Any], where: str) -> Any:
+        if name.endswith("user_id"):  # another name for a tenant (an operator's stored_user_id): B
+            return self.ids["tenant"]
         if name in SAMPLES:
             return SAMPLES[name]
         if "enum" in schema:
