@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run down test test-full test-unit test-integration test-e2e lint bench bench-quick bench-report static-model clean help
+.PHONY: run down test test-full test-unit test-integration test-e2e test-security lint bench bench-quick bench-report static-model clean help
 
 help:
 	@echo "make run    - install (first time), start the embedded stack, workers, beat, gateway :8080, Flower :5555"
@@ -44,6 +44,9 @@ test-integration: $(STAMP)
 
 test-e2e: $(STAMP)
 	$(BIN)/pytest tests/e2e
+
+test-security: $(STAMP)
+	$(BIN)/pytest tests/security
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

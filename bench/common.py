@@ -201,7 +201,7 @@ def stack(database_url: str, redis_url: str, *, concurrency: int = 2, log_dir: P
         os.environ,
         DATABASE_URL=database_url,
         REDIS_URL=redis_url,
-        MNEMOFLOW_ENVIRONMENT="test",
+        MNEMOFLOW_ENVIRONMENT="development",  # keyless, on loopback; outside development keys are required
         MNEMOFLOW_LOG_LEVEL="WARNING",
     )
     env.setdefault("MNEMOFLOW_EMBEDDING_PROVIDER", "synthetic")  # pure-throughput figures unless asked

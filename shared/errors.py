@@ -1,7 +1,9 @@
-"""One error base class carrying an HTTP status; the gateway renders every subclass the same way."""
+"""One error base class carrying an HTTP status; the gateway renders every subclass the same way. And how any
+other error is worded for a tenant: without the addresses of the services behind it."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -70,3 +72,16 @@ class UpstreamFailed(MnemoflowError):
 
     status_code = 502
     code = "upstream_failed"
+
+
+# Where a provider, database or broker lives: URLs (any scheme), IPv4 addresses, and host:port pairs.
+_ADDRESSES = re.compile(
+    r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+"
+    r"|\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"
+    r"|\b[a-zA-Z][\w-]*(?:\.[\w-]+)*:\d{2,5}\b"
+)
+
+
+def public_message(exc: BaseException) -> str:
+    """'Type: message' with URLs and IP addresses masked, for errors a tenant sees (the log keeps the detail)."""
+    return _ADDRESSES.sub("<address>", f"{type(exc).__name__}: {exc}")

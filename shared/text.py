@@ -1,8 +1,9 @@
-"""Text helpers: normalisation for exact-match dedup, content hashing, the CJK-aware token estimate."""
+"""Text helpers: normalisation for exact-match dedup, content hashing, the CJK-aware token estimate, opaque labels."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import math
 import re
 import unicodedata
@@ -42,6 +43,11 @@ def content_hash(text: str) -> str:
 def hash_normalized(normalized: str) -> str:
     """content_hash of a text already passed through normalize_content."""
     return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+
+
+def opaque_label(value: str, salt: str = "") -> str:
+    """A short stable stand-in for `value` (a tenant on /metrics): 12 hex of HMAC-SHA256 keyed by `salt`."""
+    return hmac.new(salt.encode("utf-8"), value.encode("utf-8"), hashlib.sha256).hexdigest()[:12]
 
 
 def estimate_tokens(text: str) -> int:

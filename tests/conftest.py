@@ -59,7 +59,7 @@ def settings(servers: dict[str, str]) -> Settings:
     return Settings(
         database_url=servers["database_url"],
         redis_url=servers["redis_url"],
-        environment="test",
+        environment="development",  # keyless, on loopback: what `make run` is (docs/configuration.md)
         embedding_provider="synthetic",
         min_score=0.0,
     )
@@ -104,7 +104,7 @@ def service_env(servers: dict[str, str], **extra: str) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": servers["database_url"],
         "REDIS_URL": servers["redis_url"],
-        "MNEMOFLOW_ENVIRONMENT": "test",
+        "MNEMOFLOW_ENVIRONMENT": "development",  # keyless; outside development keys are required
         "MNEMOFLOW_EMBEDDING_PROVIDER": "synthetic",
         # Ingestion: small uploads keep the 413 tests cheap; 127.0.0.2 stands in for a trusted intranet host
         # (tests serve pages from it), while every other private address, 127.0.0.1 included, stays refused.

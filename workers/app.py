@@ -37,6 +37,8 @@ from shared.queueing import make_celery
 from shared.storage.sector_models import StoreModel, ensure_store_model_for
 
 settings = get_settings()
+# Checked at import, so every process built on this app (worker, beat, Flower) refuses to start open.
+settings.require_keys("a Celery process (worker, beat or Flower)")
 app = make_celery(settings, "mnemoflow.worker")
 app.conf.beat_schedule = {
     "sweep-stalled-jobs": {"task": SweepJobs.task, "schedule": settings.sweep_interval_seconds},

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from shared.embedding import reembed
 from shared.embedding.calls import EmbeddingFailed
 from shared.embedding.local import ModelUnavailable
+from shared.errors import public_message
 from shared.ingest import pipeline as ingest_pipeline
 from shared.jobs import (
     FinishReembed,
@@ -90,8 +91,8 @@ def _run_chunk(
         with db.session() as session:
             if isinstance(exc, EmbeddingFailed):
                 embed_log_store.log_embedding(session, exc.call, purpose=purpose, job_id=job)
-            job_store.fail_chunk(
-                session, job, seq, error=f"{type(exc).__name__}: {exc}", final=final, retry_in=retry_in
+            job_store.fail_chunk(  # tenants read it: public_message masks addresses
+                session, job, seq, error=public_message(exc), final=final, retry_in=retry_in
             )
         if final:
             log.error("job %s chunk %s failed for good after %s attempts: %s", job, seq, attempts, exc)

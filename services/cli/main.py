@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 
-from shared.config import Settings, get_settings
+from shared.config import OpenAccessRefused, Settings, get_settings
 
 app = typer.Typer(
     help="Mnemoflow: long-term memory for AI agents.\n\n"
@@ -44,6 +44,7 @@ def up(
     from services.cli.stack import STATE_FILE, run_foreground
 
     settings = _settings(data_dir, port)
+    _refuse_open(settings, with_flower=flower)
     if detach:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(settings.data_dir / "logs-supervisor.log", "ab")  # noqa: SIM115
@@ -71,6 +72,22 @@ def up(
         typer.echo(f"the stack did not come up; see {settings.data_dir / 'logs-supervisor.log'}", err=True)
         raise typer.Exit(1)
     raise typer.Exit(run_foreground(settings, with_flower=flower))
+
+
+def _refuse_open(settings: Settings, *, with_flower: bool) -> None:
+    """Outside development, start nothing without the API keys, the operator key and (for Flower) its login."""
+    try:
+        settings.require_keys("the stack")
+    except OpenAccessRefused as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if with_flower and settings.environment != "development" and not os.environ.get("FLOWER_BASIC_AUTH"):
+        typer.echo(
+            "error: Flower shows every queue and task and has no login of its own: set FLOWER_BASIC_AUTH=user:password "
+            "outside development, or start without it (--no-flower)",
+            err=True,
+        )
+        raise typer.Exit(2)
 
 
 @app.command()

@@ -18,7 +18,7 @@ from services.gateway.middleware import BodySizeLimit, RequestMetrics
 from services.gateway.routers import documents, ingest, maintenance, memory, query, system
 from services.gateway.state import GatewayState
 from shared import __version__
-from shared.config import Settings, get_settings
+from shared.config import OpenAccessRefused, Settings, get_settings
 from shared.db import Database, create_db_engine
 from shared.embedding import EmbeddingProvider
 from shared.embedding.cache import CachedEmbedder
@@ -39,6 +39,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # In the lifespan, not the factory: uvicorn's supervisor stops on a failed start-up instead of respawning
+        try:
+            settings.require_keys("the gateway")
+        except OpenAccessRefused as exc:
+            log.error("%s", exc)
+            raise
         # a query holds one connection throughout and a second one for its full-text stage
         db = Database(create_db_engine(settings, "mnemoflow.gateway", pool_size=15))
         embedder = create_embedder(settings)
@@ -94,6 +100,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         summary="Long-term memory for AI agents: sectored memories, hybrid retrieval, decay.",
         lifespan=lifespan,
+        # served by routes of their own (routers/system.py), behind the operator key once keys are configured
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     install_error_handlers(app)
     app.include_router(system.router)

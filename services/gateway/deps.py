@@ -60,23 +60,50 @@ class Principal:
         return self.bound_tenant
 
 
-async def get_principal(request: Request, state: StateDep) -> Principal:
+def _identify(request: Request, state: GatewayState) -> Principal | None:
+    """The caller the request's key names; anyone is an operator when no keys are configured; None when keys are
+    configured and the request sends none, or one that is not valid."""
     keys = state.settings.all_api_keys
     admin = state.settings.admin_api_key
     if not keys and admin is None:
         return Principal(None, state.settings.default_user_id, is_admin=True)
-    presented = request.headers.get("x-api-key")
-    auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        presented = auth[7:].strip()
+    presented = _presented_key(request)
     if not presented:
-        raise Unauthorized("this server requires an API key: send 'Authorization: Bearer <key>' or 'x-api-key'")
+        return None
     if admin is not None and hmac.compare_digest(admin.get_secret_value().encode(), presented.encode()):
         return Principal(None, state.settings.default_user_id, is_admin=True)
     for key, tenant in keys.items():
         if hmac.compare_digest(key.encode(), presented.encode()):
             return Principal(tenant, state.settings.default_user_id)
+    return None
+
+
+def _presented_key(request: Request) -> str | None:
+    presented = request.headers.get("x-api-key")
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        presented = auth[7:].strip()
+    return presented or None
+
+
+async def get_principal(request: Request, state: StateDep) -> Principal:
+    principal = _identify(request, state)
+    if principal is not None:
+        return principal
+    if _presented_key(request) is None:
+        raise Unauthorized("this server requires an API key: send 'Authorization: Bearer <key>' or 'x-api-key'")
     raise Unauthorized("the API key is not valid")
 
 
+async def get_caller(request: Request, state: StateDep) -> Principal | None:
+    """Like `get_principal` for routes open to anyone (probes): None instead of 401 for a stranger."""
+    return _identify(request, state)
+
+
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+CallerDep = Annotated[Principal | None, Depends(get_caller)]
+
+
+async def require_operator(principal: PrincipalDep) -> None:
+    """A route dependency: the operator key once keys are configured (401 without a key, 403 with a tenant's)."""
+    principal.require_admin()

@@ -11,6 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from shared.db import Database
 from shared.retrieval.hot_rows import HotRowCache
 from shared.storage import documents as document_store
+from shared.text import opaque_label
 
 log = logging.getLogger("mnemoflow.gateway")
 
@@ -39,7 +40,9 @@ ENQUEUE_FAILURES = Counter(
 )
 
 # Recall seed: injection rate = injected / all, retrieval blindness = blind / all, per tenant. The tenant label
-# is capped (MNEMOFLOW_METRICS_MAX_TENANTS distinct values per process; the rest count as "_other").
+# is a keyed hash of the user_id (MNEMOFLOW_METRICS_TENANT_SALT; `mnemoflow tenant-label <user_id>` computes it),
+# so no tenant's name reaches /metrics or the systems that scrape it, and it is capped
+# (MNEMOFLOW_METRICS_MAX_TENANTS distinct values per process; the rest count as "_other").
 TENANT_QUERIES = Counter(
     "mnemoflow_tenant_queries_total",
     "Queries per tenant by outcome: injected (a memory passed the gate), blind (candidates, none passed), no_memories",
@@ -48,12 +51,13 @@ TENANT_QUERIES = Counter(
 _tenants: set[str] = set()
 
 
-def tenant_label(tenant: str, limit: int) -> str:
-    if tenant in _tenants:
-        return tenant
+def tenant_label(tenant: str, limit: int, salt: str = "") -> str:
+    label = opaque_label(tenant, salt)
+    if label in _tenants:
+        return label
     if len(_tenants) < limit:
-        _tenants.add(tenant)
-        return tenant
+        _tenants.add(label)
+        return label
     return "_other"
 
 

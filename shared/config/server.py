@@ -15,6 +15,10 @@ from shared.memory.limits import InputLimits
 _LIMITS = InputLimits()
 
 
+class OpenAccessRefused(RuntimeError):
+    """A server process asked to start outside development without the keys that close it."""
+
+
 class ServerSettings(BaseModel):
     environment: Literal["development", "test", "production"] = "development"
     log_level: str = "INFO"
@@ -39,6 +43,8 @@ class ServerSettings(BaseModel):
 
     # Per-tenant labels on /metrics (injection and blindness counters); beyond this many, tenants count as _other.
     metrics_max_tenants: int = Field(default=1000, ge=0)
+    # Tenants appear on /metrics as a keyed hash of their user_id (services/gateway/metrics.py), never by name.
+    metrics_tenant_salt: SecretStr = SecretStr("")
     # Injection and blindness rates in GET /sectors cover this many days (counted in Redis, kept 8 days).
     retrieval_stats_days: int = Field(default=7, ge=1, le=8)
 
@@ -77,6 +83,27 @@ class ServerSettings(BaseModel):
     @classmethod
     def _normalize_dsn(cls, value: str | None) -> str | None:
         return normalize_database_url(value) if value else None
+
+    def require_keys(self, process: str) -> None:
+        """Outside development, refuse to start `process` open: API keys and the operator key are required."""
+        if self.environment == "development":
+            return
+        missing = [
+            name
+            for name, present in (
+                ("MNEMOFLOW_API_KEYS", bool(self.all_api_keys)),
+                ("MNEMOFLOW_ADMIN_API_KEY", self.admin_api_key is not None),
+            )
+            if not present
+        ]
+        if missing:
+            raise OpenAccessRefused(
+                f"refusing to start {process} with MNEMOFLOW_ENVIRONMENT={self.environment} and no "
+                f"{' and no '.join(missing)}: outside development every caller needs a key. Set "
+                "MNEMOFLOW_API_KEYS='<key>=<user_id>,...' (the tenants' keys) and MNEMOFLOW_ADMIN_API_KEY=<key> "
+                "(the operator's), each at least 12 random characters; or, on a machine of your own, run keyless "
+                "on loopback with MNEMOFLOW_ENVIRONMENT=development"
+            )
 
     @property
     def all_api_keys(self) -> dict[str, str]:

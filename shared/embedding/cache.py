@@ -1,4 +1,7 @@
-"""A Redis cache in front of a provider, for query embeddings (key: provider, model, text hash)."""
+"""A Redis cache in front of a provider, for query embeddings (key: provider, model, hash of tenant and text).
+
+Each tenant has entries of its own: a shared entry would answer one tenant's query faster because another asked
+it (its `embed` stage timing, or its latency, would say so), telling it what another tenant asked."""
 
 from __future__ import annotations
 
@@ -27,15 +30,18 @@ class CachedEmbedder:
         self.prefix = f"{prefix}:{inner.name}:{inner.model}:{inner.dim}:"
         self.name, self.model, self.dim = inner.name, inner.model, inner.dim
 
-    def key(self, text: str) -> str:
-        return self.prefix + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    def key(self, text: str, tenant: str = "") -> str:
+        # the tenant's length first: no other (tenant, text) pair hashes the same bytes
+        scoped = f"{len(tenant)}:{tenant}:{text}"
+        return self.prefix + hashlib.sha256(scoped.encode("utf-8")).hexdigest()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed_logged(texts)[0]
 
-    def embed_logged(self, texts: Sequence[str]) -> tuple[np.ndarray, EmbedCall | None]:
-        """The vectors, and the record of the model call for the texts not in the cache (None if all were)."""
-        keys = [self.key(t) for t in texts]
+    def embed_logged(self, texts: Sequence[str], tenant: str = "") -> tuple[np.ndarray, EmbedCall | None]:
+        """The vectors (from `tenant`'s entries where it has them), and the record of the model call for the
+        texts not in the cache (None if all were)."""
+        keys = [self.key(t, tenant) for t in texts]
         try:
             cached = self.client.mget(keys)
         except redis.RedisError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -9,6 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared.embedding.base import EmbeddingProvider, embed_texts
+from shared.errors import public_message
+
+log = logging.getLogger("mnemoflow.embedding")
 
 
 @dataclass(frozen=True)
@@ -42,15 +46,27 @@ def embed_timed(
         vectors = embed_texts(embedder, texts, contexts)
     except Exception as exc:
         elapsed = (time.perf_counter() - started) * 1000
-        call = EmbedCall(embedder.name, embedder.model, len(texts), elapsed, f"{type(exc).__name__}: {exc}"[:2000])
+        # The record reaches tenants (a 503, a job's error): the provider's address stays in the log.
+        log.warning(
+            "%s (%s) failed to embed %d texts: %s: %s",
+            embedder.name,
+            embedder.model,
+            len(texts),
+            type(exc).__name__,
+            exc,
+        )
+        call = EmbedCall(embedder.name, embedder.model, len(texts), elapsed, public_message(exc)[:2000])
         raise EmbeddingFailed(call) from exc
     return vectors, EmbedCall(embedder.name, embedder.model, len(texts), (time.perf_counter() - started) * 1000)
 
 
-def embed_query_timed(embedder: EmbeddingProvider, texts: Sequence[str]) -> tuple[np.ndarray, EmbedCall | None]:
-    """Like embed_timed, through a cache when the embedder has one: None when no model call was needed."""
+def embed_query_timed(
+    embedder: EmbeddingProvider, texts: Sequence[str], *, tenant: str
+) -> tuple[np.ndarray, EmbedCall | None]:
+    """Like embed_timed, through a cache when the embedder has one (the tenant's own entries): None when no
+    model call was needed."""
     logged = getattr(embedder, "embed_logged", None)
     if logged is not None:
-        result: tuple[np.ndarray, EmbedCall | None] = logged(texts)
+        result: tuple[np.ndarray, EmbedCall | None] = logged(texts, tenant=tenant)
         return result
     return embed_timed(embedder, texts)

@@ -1,13 +1,15 @@
 """HTTP providers: any OpenAI-compatible `/v1/embeddings` (OpenAI, vLLM, TEI, Ollama's /v1) and Ollama's `/api/embed`.
 
 Batched, retried with exponential backoff on connection errors, 429 and 5xx (tenacity); other 4xx are
-the caller's to fix and fail at once with the server's message. API keys are never logged.
+the caller's to fix and fail at once with the server's message. API keys are never logged, and the server's
+address stays out of the errors raised (a tenant may read them: a 503, a job's error); the log has it.
 Texts longer than a window (architecture seed: 512 tokens, 50 overlap; tokens estimated, since the
 server's tokenizer is not here) are split into overlapping windows whose vectors are mean-pooled.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -17,6 +19,8 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 
 from shared.embedding.base import normalize_rows
 from shared.text import split_by_estimate
+
+log = logging.getLogger("mnemoflow.embedding")
 
 
 class EmbeddingServiceError(RuntimeError):
@@ -28,7 +32,7 @@ class EmbeddingServiceError(RuntimeError):
 
 
 def _retryable(exc: BaseException) -> bool:
-    return isinstance(exc, httpx.TransportError) or (isinstance(exc, EmbeddingServiceError) and exc.retryable)
+    return isinstance(exc, EmbeddingServiceError) and exc.retryable
 
 
 class HttpEmbedder:
@@ -92,13 +96,28 @@ class HttpEmbedder:
             path, payload = "/v1/embeddings", {"model": self.model, "input": batch}
         else:
             path, payload = "/api/embed", {"model": self.model, "input": batch}
-        response = self._client.post(path, json=payload)
+        try:
+            response = self._client.post(path, json=payload)
+        except httpx.TransportError as exc:
+            log.warning(
+                "%s embeddings at %s%s: %s: %s", self.name, self._client.base_url, path, type(exc).__name__, exc
+            )
+            raise EmbeddingServiceError(
+                f"{self.name} embeddings could not be reached ({type(exc).__name__})", retryable=True
+            ) from exc
         if response.status_code >= 400:
             retryable = response.status_code == 429 or response.status_code >= 500
+            detail = _error_text(response)
+            log.warning(
+                "%s embeddings at %s%s answered %s: %s",
+                self.name,
+                self._client.base_url,
+                path,
+                response.status_code,
+                detail,
+            )
             raise EmbeddingServiceError(
-                f"{self.name} embeddings at {self._client.base_url}{path} answered {response.status_code}: "
-                f"{_error_text(response)}",
-                retryable=retryable,
+                f"{self.name} embeddings answered {response.status_code}: {detail}", retryable=retryable
             )
         body: Any = response.json()
         if self.api == "openai":

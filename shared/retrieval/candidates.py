@@ -77,7 +77,7 @@ class CandidateSearch:
         beside: Future[tuple[Ranked, float]] | None = None
         if options.lexical and side_session is not None and self._side is not None:
             beside = self._side.submit(self._lexical_beside, side_session, ask)
-        queries, calls = self.embed(ask.text)
+        queries, calls = self.embed(ask.text, ask.user_id)
         watch.lap("embed")
         lexical: Ranked = []
         if options.lexical and beside is None:
@@ -123,12 +123,12 @@ class CandidateSearch:
         max_lexical = max((score for _, score in lexical), default=0.0)
         return Found(hits, queries, sectors, max_lexical, period, calls)
 
-    def embed(self, text: str) -> tuple[dict[str, SectorVector], list[EmbedCall]]:
-        """The query embedded by each sector's model (once per model; the cache may answer instead)."""
+    def embed(self, text: str, tenant: str) -> tuple[dict[str, SectorVector], list[EmbedCall]]:
+        """The query embedded by each sector's model (once per model; the tenant's cache entry may answer instead)."""
         queries: dict[str, SectorVector] = {}
         calls: list[EmbedCall] = []
         for provider, sectors_of_model in group_sectors(self.query_embedders):
-            vectors, call = embed_query_timed(provider, [normalize_content(text)])
+            vectors, call = embed_query_timed(provider, [normalize_content(text)], tenant=tenant)
             if call is not None:  # a model call, not a cache hit
                 calls.append(call)
             shared_query = SectorVector(provider.model, vectors[0])

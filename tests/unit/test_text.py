@@ -1,13 +1,14 @@
-"""Normalisation, content hashing and the CJK-aware token estimate."""
+"""Normalisation, content hashing, the CJK-aware token estimate and opaque labels."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import itertools
 
 import pytest
 
-from shared.text import content_hash, estimate_tokens, normalize_content, split_by_estimate
+from shared.text import content_hash, estimate_tokens, normalize_content, opaque_label, split_by_estimate
 
 
 def test_normalize_folds_whitespace_and_trims():
@@ -25,6 +26,14 @@ def test_content_hash_is_sha256_of_the_normalised_text():
     assert content_hash("a  b\n") == content_hash("a b")
     assert content_hash("a b") == hashlib.sha256(b"a b").hexdigest()
     assert content_hash("A b") != content_hash("a b")
+
+
+def test_an_opaque_label_is_a_short_keyed_hash_that_hides_the_name():
+    label = opaque_label("alice@example.com", "per-deployment-salt")
+    assert label == hmac.new(b"per-deployment-salt", b"alice@example.com", hashlib.sha256).hexdigest()[:12]
+    assert label == opaque_label("alice@example.com", "per-deployment-salt")  # stable: one series per tenant
+    assert label != opaque_label("alice@example.com", "another-salt") != opaque_label("alice@example.com")
+    assert opaque_label("bob") != opaque_label("alice") and "alice" not in opaque_label("alice")
 
 
 @pytest.mark.parametrize(

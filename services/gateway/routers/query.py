@@ -39,8 +39,9 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
     metrics.QUERIES.labels(outcome="hit" if matches else "empty").inc()
     metrics.QUERY_MATCHES.observe(len(matches))
     result = retrieval_stats.outcome(len(matches), outcome.candidates)
+    salt = settings.metrics_tenant_salt.get_secret_value()
     metrics.TENANT_QUERIES.labels(
-        tenant=metrics.tenant_label(user_id, settings.metrics_max_tenants), outcome=result
+        tenant=metrics.tenant_label(user_id, settings.metrics_max_tenants, salt), outcome=result
     ).inc()
     # The bookkeeping is done after the response, gathered with other queries' (services/gateway/aftermath.py).
     reinforcement = _after_effects(state, body, user_id, outcome)

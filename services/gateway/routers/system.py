@@ -1,4 +1,4 @@
-"""/health, /sectors, /jobs/{id}, /metrics."""
+"""/health, /sectors, /jobs/{id}, and the operator's /metrics and API docs (/docs, /redoc, /openapi.json)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,17 @@ from dataclasses import asdict
 from typing import Any
 
 import redis
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy.orm import Session
 
-from services.gateway.deps import PrincipalDep, StateDep, WorkDep
+from services.gateway.deps import CallerDep, PrincipalDep, StateDep, WorkDep, require_operator
 from shared import __version__, worker_status
 from shared.api.common import UserId
 from shared.api.jobs import JobPublic
-from shared.errors import NotFound
+from shared.errors import NotFound, public_message
 from shared.jobs import JobKind
 from shared.memory import sectors as sector_rules
 from shared.retrieval import stats as retrieval_stats
@@ -28,9 +30,10 @@ router = APIRouter(tags=["system"])
 
 
 @router.get("/health")
-def health(state: StateDep, response: Response) -> dict[str, Any]:
-    """Version, embedding provider, whether the database and the broker answer (503 if not), and the workers:
-    how many processes are ready per queue, and which cannot work and why."""
+def health(state: StateDep, response: Response, caller: CallerDep) -> dict[str, Any]:
+    """Whether the database and the broker answer (503 if not) and whether the workers can work. To a caller
+    with a key, also the version and the embedding provider, model and store; to the operator, the workers:
+    how many processes are ready per queue, and which cannot work and why. A probe needs no key."""
     database_ok = broker_ok = True
     store_models: dict[str, StoreModel] = {}
     reembedding: list[str] = []
@@ -47,9 +50,12 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
     except Exception:
         broker_ok = False
     # Workers that cannot work make the stack not ok, but this gateway still serves: 200, not 503.
-    ok = database_ok and broker_ok and not workers.get("failing")
+    workers_ok = not workers.get("failing")
+    ok = database_ok and broker_ok and workers_ok
     if not (database_ok and broker_ok):
         response.status_code = 503
+    if caller is None:
+        return {"ok": ok, "database": {"ok": database_ok}, "broker": {"ok": broker_ok}, "workers": {"ok": workers_ok}}
     embedder = state.engine.embedder
     configured = {sector: of(e) for sector, e in state.engine.embedders.items()}
     store_model = store_models.get("semantic")
@@ -75,8 +81,9 @@ def health(state: StateDep, response: Response) -> dict[str, Any]:
         },
         "database": {"ok": database_ok},
         "broker": {"ok": broker_ok},
-        # ready pool processes, per queue, and those whose start-up failed (with why): shared/worker_status.py
-        "workers": workers,
+        # ready pool processes, per queue, and those whose start-up failed (with why): shared/worker_status.py;
+        # the why names servers, so it is the operator's
+        "workers": workers if caller.is_admin else {"ok": workers_ok},
     }
 
 
@@ -92,7 +99,7 @@ def sectors(state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: Us
     try:
         retrieval = retrieval_stats.summary(state.redis, tenant, days=state.settings.retrieval_stats_days)
     except redis.RedisError as exc:
-        retrieval = {"error": f"Redis unavailable: {exc}"}
+        retrieval = {"error": f"Redis unavailable ({public_message(exc)})"}
     return {
         "sectors": list(sector_rules.SECTORS),
         "configs": {
@@ -151,6 +158,29 @@ def job_public(session: Session, job_id: uuid.UUID, tenant: str | None) -> JobPu
     )
 
 
-@router.get("/metrics", include_in_schema=False)
+# The operator's: metrics describe every tenant's traffic, and the API description maps the attack surface.
+OPERATOR = [Depends(require_operator)]
+
+
+@router.get("/metrics", include_in_schema=False, dependencies=OPERATOR)
 def prometheus_metrics() -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/openapi.json", include_in_schema=False, dependencies=OPERATOR)
+async def openapi_document(request: Request) -> JSONResponse:
+    return JSONResponse(request.app.openapi())
+
+
+@router.get("/docs", include_in_schema=False, dependencies=OPERATOR)
+async def swagger_docs(request: Request) -> HTMLResponse:
+    return get_swagger_ui_html(openapi_url=_openapi_url(request), title=f"{request.app.title} - Swagger UI")
+
+
+@router.get("/redoc", include_in_schema=False, dependencies=OPERATOR)
+async def redoc_docs(request: Request) -> HTMLResponse:
+    return get_redoc_html(openapi_url=_openapi_url(request), title=f"{request.app.title} - ReDoc")
+
+
+def _openapi_url(request: Request) -> str:
+    return request.scope.get("root_path", "").rstrip("/") + "/openapi.json"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import astuple
 
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
-from shared.config import Settings, normalize_database_url
+from shared.config import OpenAccessRefused, Settings, normalize_database_url
 from shared.embedding.params import EmbeddingParams
 from shared.ingest.params import IngestParams
 from shared.lifecycle.compression import CompressionRules
@@ -151,6 +151,23 @@ def test_the_operator_key_must_be_strong_outside_development():
     with pytest.raises(ValueError, match="placeholder or short API keys"):
         Settings(_env_file=None, environment="production", admin_api_key="secret")
     assert Settings(_env_file=None, environment="production", admin_api_key="a" * 24).admin_api_key is not None
+
+
+def test_outside_development_a_server_refuses_to_start_without_both_kinds_of_key():
+    Settings(_env_file=None, environment="development").require_keys("the gateway")  # keyless `make run`
+    for environment in ("test", "production"):
+        with pytest.raises(OpenAccessRefused) as refused:
+            Settings(_env_file=None, environment=environment).require_keys("the gateway")
+        message = str(refused.value)
+        assert "the gateway" in message and "MNEMOFLOW_API_KEYS" in message and "MNEMOFLOW_ADMIN_API_KEY" in message
+    tenants_only = Settings(_env_file=None, environment="production", api_keys={"k" * 16: "alice"})
+    with pytest.raises(OpenAccessRefused, match="no MNEMOFLOW_ADMIN_API_KEY:"):
+        tenants_only.require_keys("the gateway")
+    operator_only = Settings(_env_file=None, environment="production", admin_api_key="a" * 24)
+    with pytest.raises(OpenAccessRefused, match="no MNEMOFLOW_API_KEYS:"):
+        operator_only.require_keys("the gateway")
+    operator_only.model_copy(update={"om_api_key": "o" * 16}).require_keys("the gateway")  # OM_API_KEY counts
+    tenants_only.model_copy(update={"admin_api_key": SecretStr("a" * 24)}).require_keys("the gateway")
 
 
 def test_advanced_mode_gives_sectors_their_own_provider():

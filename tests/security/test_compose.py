@@ -1,0 +1,91 @@
+"""docker-compose.yml ships closed: keys and Flower's login required, ports on loopback unless the operator says
+otherwise. There is no Docker daemon here: the file is read with PyYAML and its variables interpolated the way
+Compose does (`${VAR}`, `${VAR:-default}`, `${VAR:?error}`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
+_VARIABLE = re.compile(r"\$\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
+REQUIRED = ("MNEMOFLOW_API_KEYS", "MNEMOFLOW_ADMIN_API_KEY")
+DEPLOYED = {
+    "MNEMOFLOW_API_KEYS": "k" * 24 + "=alice",
+    "MNEMOFLOW_ADMIN_API_KEY": "a" * 24,
+    "FLOWER_BASIC_AUTH": "admin:" + "p" * 16,
+}
+
+
+class Missing(Exception):
+    """A required variable is unset: Compose refuses to start anything, with this message."""
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def one(match: re.Match[str]) -> str:
+        name, op, arg = match["name"], match["op"] or "", match["arg"] or ""
+        unset = name not in env or (op.startswith(":") and env[name] == "")
+        if op.endswith("?") and unset:
+            raise Missing(f"{name}: {arg}")
+        if op.endswith("-") and unset:
+            return arg
+        return env.get(name, "")
+
+    return _VARIABLE.sub(one, value)
+
+
+@pytest.fixture(scope="module")
+def services() -> dict[str, dict[str, Any]]:
+    return yaml.safe_load(COMPOSE.read_text())["services"]
+
+
+def _runs_mnemoflow(service: dict[str, Any]) -> bool:
+    return service.get("image") == "mnemoflow:latest"
+
+
+def test_every_mnemoflow_service_runs_in_production_with_both_keys_required(services):
+    ours = {name: s for name, s in services.items() if _runs_mnemoflow(s)}
+    assert {"gateway", "worker-semantic", "beat", "flower", "migrate"} <= set(ours)
+    for name, service in ours.items():
+        environment = service["environment"]
+        assert environment["MNEMOFLOW_ENVIRONMENT"] == "production", name
+        for variable in REQUIRED:
+            with pytest.raises(Missing, match=variable):
+                interpolate(environment[variable], {k: v for k, v in DEPLOYED.items() if k != variable})
+            with pytest.raises(Missing, match=variable):
+                interpolate(environment[variable], {**DEPLOYED, variable: ""})  # blank is not set
+        deployed = interpolate(environment, DEPLOYED)
+        assert {v: deployed[v] for v in REQUIRED} == {v: DEPLOYED[v] for v in REQUIRED}, name
+
+
+def test_ports_are_published_on_loopback_unless_the_operator_says_otherwise(services):
+    published = {name: s["ports"] for name, s in services.items() if s.get("ports")}
+    assert set(published) == {"gateway", "flower"}  # PostgreSQL and Redis stay on Compose's own network
+    for name, ports in published.items():
+        for port in interpolate(ports, DEPLOYED):
+            assert isinstance(port, str) and port.startswith("127.0.0.1:"), (name, port)
+        for port in interpolate(ports, {**DEPLOYED, "MNEMOFLOW_PUBLISH_ADDRESS": "0.0.0.0"}):
+            assert port.startswith("0.0.0.0:"), (name, port)
+
+
+def test_flower_has_a_required_login(services):
+    flower = services["flower"]
+    with pytest.raises(Missing, match="FLOWER_BASIC_AUTH"):
+        interpolate(flower, {k: v for k, v in DEPLOYED.items() if k != "FLOWER_BASIC_AUTH"})
+    deployed = interpolate(flower, DEPLOYED)
+    # Flower takes --basic_auth from FLOWER_BASIC_AUTH in its environment, or from its command line
+    login = deployed["environment"].get("FLOWER_BASIC_AUTH") or next(
+        (arg.split("=", 1)[1] for arg in deployed["command"] if arg.startswith("--basic_auth=")), None
+    )
+    assert login == DEPLOYED["FLOWER_BASIC_AUTH"]
