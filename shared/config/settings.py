@@ -33,7 +33,10 @@ class Settings(
 ):
     """Every knob of Mnemoflow; defaults are the seeds' defaults."""
 
-    model_config = SettingsConfigDict(env_prefix="MNEMOFLOW_", extra="ignore", populate_by_name=True)
+    # hide_input_in_errors: a refused MNEMOFLOW_API_KEYS must not print the keys it holds.
+    model_config = SettingsConfigDict(
+        env_prefix="MNEMOFLOW_", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
 
     @property
     def scoring(self) -> ScoringParams:

@@ -28,3 +28,10 @@ def test_plain_names_are_kept(monkeypatch):
     settings = Settings()
     assert settings.all_api_keys == {"k1-aaaaaaaaaaaa": "alice@example.com", "k2-bbbbbbbbbbbb": "org:bob"}
     assert settings.default_user_id == "guest.1"
+
+
+def test_a_refused_key_setting_does_not_print_the_keys(monkeypatch):
+    monkeypatch.setenv("MNEMOFLOW_API_KEYS", "k1-aaaaaaaaaaaa=alice,k2-secretsecret=_bad")
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    assert "k2-secretsecret" not in str(refused.value) and "k1-aaaaaaaaaaaa" not in str(refused.value)

@@ -1,0 +1,77 @@
+"""PostgreSQL restarted mid-batch: the chunk whose transaction the restart cut is claimed again once its lease
+runs out (its attempt counted), the workers' pools reconnect, and every memory is stored once."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import pytest
+import redis
+
+from infra.embedded import EmbeddedPostgres
+from infra.migrate import upgrade
+from shared.db import Database, create_db_engine
+from shared.jobs import ChunkSpec, Queue, StoreChunk, SweepJobs, embed_queue
+from shared.queueing import make_celery, send
+from shared.storage import jobs as job_store
+from tests.conftest import running, service_env, wait_for_worker, worker_args
+from tests.integration.helpers import job_state, memory_count, wait_until
+
+pytestmark = pytest.mark.integration
+
+CHUNKS, PER_CHUNK = 8, 1000
+
+
+def _started(postgres: EmbeddedPostgres) -> str | None:
+    try:
+        return postgres.start()
+    except Exception:  # the server's socket is not there yet
+        return None
+
+
+def test_postgres_restarted_mid_batch_loses_and_duplicates_nothing(servers, settings, tenant, tmp_path):
+    postgres = EmbeddedPostgres(tmp_path / "pgdata", database="restarted")
+    url = postgres.start()
+    upgrade(url)
+    broker = servers["redis_url"].rsplit("/", 1)[0] + "/9"
+    redis.Redis.from_url(broker).flushdb()
+    mine = settings.model_copy(update={"database_url": url, "redis_url": broker})
+    db = Database(create_db_engine(mine, "tests.restart", pool_size=2))
+    with db.session() as s:
+        job_id, _ = job_store.create_job(
+            s, user_id=tenant, kind="batch", total=CHUNKS * PER_CHUNK, params={}, idempotency_key=None
+        )
+        items = [
+            [{"content": f"Restart {seq}.{i}: the ledger line {i}"} for i in range(PER_CHUNK)] for seq in range(CHUNKS)
+        ]
+        job_store.add_chunks(s, job_id, [ChunkSpec(seq, "semantic", chunk) for seq, chunk in enumerate(items)])
+    env = service_env(servers, DATABASE_URL=url, REDIS_URL=broker, MNEMOFLOW_JOB_LEASE_SECONDS="3")
+    app = make_celery(mine, "tests.restart")
+    done = threading.Event()
+
+    def sweep() -> None:
+        while not done.wait(1.0):
+            with contextlib.suppress(Exception):
+                send(app, SweepJobs())
+
+    queues = (embed_queue("semantic"), Queue.SWEEP, Queue.MAINTENANCE)
+    try:
+        with running(worker_args("pg-restart", queues=queues, concurrency=2), env, tmp_path / "w.log") as proc:
+            wait_for_worker(mine, "pg-restart", proc, log_path=tmp_path / "w.log")
+            send(app, *(StoreChunk(job_id=job_id, seq=seq, sector="semantic") for seq in range(CHUNKS)))
+            wait_until(lambda: job_state(db, job_id)["progress_done"] >= PER_CHUNK, interval=0.05)
+            postgres.stop()  # a fast shutdown: every session is cut, chunks in flight roll back
+            assert wait_until(lambda: _started(postgres), timeout=60) == url
+            threading.Thread(target=sweep, daemon=True).start()
+            job = wait_until(
+                lambda: (j := job_state(db, job_id))["status"] in ("succeeded", "failed") and j, timeout=180
+            )
+        assert job["status"] == "succeeded", job
+        assert memory_count(db, tenant) == CHUNKS * PER_CHUNK
+        assert job["progress_done"] == CHUNKS * PER_CHUNK
+    finally:
+        done.set()
+        app.close()
+        db.dispose()
+        postgres.stop()
