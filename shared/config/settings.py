@@ -22,6 +22,7 @@ from shared.config.jobs import JobSettings
 from shared.config.lifecycle import LifecycleSettings
 from shared.config.retrieval import RetrievalSettings
 from shared.config.server import ServerSettings
+from shared.ingest.params import IngestParams
 from shared.lifecycle.formulas import Aging
 from shared.retrieval.scoring import ScoringParams
 
@@ -40,6 +41,12 @@ class Settings(
         """The read path's scoring (`RetrievalSettings`), reading salience as decayed to the query's time by the
         lifecycle's own tier rules."""
         return replace(super().scoring, aging=Aging(self.tiers, self.decay.sector_scaling))
+
+    @property
+    def ingest(self) -> IngestParams:
+        """Ingestion (`IngestSettings`), its parser sandbox strict in production unless told otherwise."""
+        strict = self.ingest_sandbox_strict
+        return replace(super().ingest, sandbox_strict=self.environment == "production" if strict is None else strict)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
