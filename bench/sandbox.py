@@ -1,8 +1,9 @@
 """The parser sandbox's own cost per document: a round trip to a child doing nothing, and small documents extracted.
 
 The round trip is what the sandbox adds to every document whatever its parser costs (fork from the forkserver,
-confinement, private directory, answer); the small documents show it beside real parses. Medians, interleaved
-so a busy machine slows every row alike.
+confinement, private directory, answer); the small documents show it beside real parses; "confinement" is
+shared.ingest.confine.apply alone, in a forked child. Medians; documents and round trips interleaved so a busy
+machine slows them alike.
 
     python -m bench.sandbox                  # 15 documents per format, 45 round trips
     python -m bench.sandbox --repeat 30
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
+import shutil
 import statistics
+import struct
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +42,35 @@ def small_corpus(root: Path) -> dict[str, Path]:
     }
 
 
+def confinement_seconds(runs: int) -> list[float]:
+    """`confine.apply` alone (limits, namespaces, environment, uid, seccomp), timed in forked children."""
+    from shared.ingest import confine
+
+    times = []
+    for _ in range(runs):
+        workdir = tempfile.mkdtemp(prefix="bench-sandbox-child-")
+        uid = DOCUMENT_LIMITS.uid_first + secrets.randbelow(DOCUMENT_LIMITS.uid_count) if os.geteuid() == 0 else None
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+        rules = confine.Confinement(
+            workdir, DOCUMENT_LIMITS.memory_bytes, DOCUMENT_LIMITS.file_bytes, 300, 128, uid, False
+        )
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(reader)
+            started = time.perf_counter()
+            confine.apply(rules)
+            os.write(writer, struct.pack("d", time.perf_counter() - started))
+            os._exit(0)
+        os.close(writer)
+        times.append(struct.unpack("d", os.read(reader, 8))[0])
+        os.close(reader)
+        os.waitpid(pid, 0)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=15, help="documents per format (and 3x as many round trips)")
@@ -56,6 +89,7 @@ def main() -> None:
                 started = time.perf_counter()
                 extract(path, formats[label])
                 times[label].append(time.perf_counter() - started)
+        times["confinement"] = confinement_seconds(3 * args.repeat)
     print(f"\nparser sandbox, ms per document (median, p90; {args.repeat} per format; worker uid {os.geteuid()})")
     for label, samples_s in times.items():
         ordered = sorted(samples_s)
