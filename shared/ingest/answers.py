@@ -62,7 +62,7 @@ def encode_error(error: type[MnemoflowError], message: str, details: Any, report
 def decode(payload: bytes) -> Answer:
     """The answer in `payload`; an ExtractionFailed answer when it is not one a child of ours would send."""
     try:
-        answer = json.loads(payload)
+        answer = json.loads(payload.decode("utf-8", "surrogatepass"))
         report = _read_report(answer.get("report"))
         if "error" in answer:
             body = answer["error"]
@@ -103,7 +103,8 @@ def _read_report(body: Any) -> Report | None:
 
 
 def _dumps(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, default=_plain, ensure_ascii=False).encode()
+    # Text extracted from a PDF may hold lone surrogates: carried as they are, as a pickle would have.
+    return json.dumps(body, default=_plain, ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def _plain(value: Any) -> Any:

@@ -29,6 +29,7 @@ def test_an_extracted_document_comes_back_whole_with_its_report():
         metadata={"format": "eml", "subject": "Heron count"},
     )
     assert answers.decode(answers.encode({"pid": 7}, None)).value == {"pid": 7}
+    assert answers.decode(answers.encode("h\u00e9ron \u9e6d \udc80", None)).value == "h\u00e9ron \u9e6d \udc80"
 
 
 def test_errors_keep_our_classes_and_nothing_else():
