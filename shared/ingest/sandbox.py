@@ -21,7 +21,6 @@ import multiprocessing
 import os
 import pkgutil
 import secrets
-import select
 import shutil
 import signal
 import struct
@@ -200,7 +199,7 @@ def _read(receiver: Connection, size: int, deadline: float, label: str, limits: 
     data = bytearray()
     while len(data) < size:
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([receiver.fileno()], [], [], remaining)[0]:
+        if remaining <= 0 or not receiver.poll(remaining):
             raise ExtractionFailed(
                 f"{label}: parsing took longer than the {limits.timeout_s:g} s limit and was stopped",
                 details={"limit": "time", "timeout_s": limits.timeout_s},
@@ -320,7 +319,8 @@ def _warn_once(report: confine.Report) -> None:
     for gap in report.missing:
         if gap not in _warned:
             _warned.add(gap)
-            log.warning("parser sandbox running with %s; MNEMOFLOW_INGEST_SANDBOX_STRICT refuses this", gap)
+            strict = "MNEMOFLOW_INGEST_SANDBOX_STRICT, on in production, refuses documents then"
+            log.warning("parser sandbox: %s (%s)", gap, strict)
 
 
 def _peak_address_space() -> int | None:
