@@ -1,4 +1,4 @@
-"""Settings of ingestion (`ingest`): upload and chunk sizes, parser limits, which URLs may be fetched.
+"""Settings of ingestion (`ingest`): upload and chunk sizes, parser limits and sandbox, which URLs may be fetched.
 
 Defaults live in shared.ingest.params.IngestParams, once (the architecture seed's §5 ingestion config).
 """
@@ -8,12 +8,13 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from shared.ingest.params import IngestParams
 
 _INGEST = IngestParams()
+_LAST_UID = 2**32 - 2  # (uid_t) -1 means "no change" to setresuid
 
 
 class IngestSettings(BaseModel):
@@ -26,6 +27,13 @@ class IngestSettings(BaseModel):
     ingest_parse_memory_mb: int = Field(default=_INGEST.parse_memory_mb, ge=64)
     ingest_media_timeout_seconds: float = Field(default=_INGEST.media_timeout_seconds, gt=0)
     ingest_media_memory_mb: int = Field(default=_INGEST.media_memory_mb, ge=64)
+    ingest_parse_file_mb: int = Field(default=_INGEST.parse_file_mb, ge=1, description="RLIMIT_FSIZE of a parser")
+    ingest_parse_output_mb: int = Field(default=_INGEST.parse_output_mb, ge=1, description="a parser's answer")
+    ingest_parse_processes: int = Field(default=_INGEST.parse_processes, ge=16, description="RLIMIT_NPROC")
+    ingest_sandbox_uid: int = Field(default=_INGEST.sandbox_uid, ge=1, le=_LAST_UID)
+    ingest_sandbox_uids: int = Field(default=_INGEST.sandbox_uids, ge=1)
+    # Unset: strict in production only (Settings.ingest decides, knowing the environment).
+    ingest_sandbox_strict: bool | None = None
     ingest_fetch_timeout_seconds: float = Field(default=_INGEST.fetch_timeout_seconds, gt=0)
     ingest_allow_private_urls: bool = _INGEST.allow_private_urls
     ingest_allowed_networks: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -46,6 +54,12 @@ class IngestSettings(BaseModel):
                     ) from exc
         return value
 
+    @model_validator(mode="after")
+    def _check_uids(self) -> IngestSettings:
+        if self.ingest_sandbox_uid + self.ingest_sandbox_uids - 1 > _LAST_UID:
+            raise ValueError("MNEMOFLOW_INGEST_SANDBOX_UID + MNEMOFLOW_INGEST_SANDBOX_UIDS runs past the last uid")
+        return self
+
     @property
     def ingest(self) -> IngestParams:
         return IngestParams(
@@ -58,6 +72,12 @@ class IngestSettings(BaseModel):
             parse_memory_mb=self.ingest_parse_memory_mb,
             media_timeout_seconds=self.ingest_media_timeout_seconds,
             media_memory_mb=self.ingest_media_memory_mb,
+            parse_file_mb=self.ingest_parse_file_mb,
+            parse_output_mb=self.ingest_parse_output_mb,
+            parse_processes=self.ingest_parse_processes,
+            sandbox_uid=self.ingest_sandbox_uid,
+            sandbox_uids=self.ingest_sandbox_uids,
+            sandbox_strict=bool(self.ingest_sandbox_strict),
             fetch_timeout_seconds=self.ingest_fetch_timeout_seconds,
             allow_private_urls=self.ingest_allow_private_urls,
             allowed_networks=tuple(self.ingest_allowed_networks),

@@ -22,6 +22,7 @@ from shared.config.jobs import JobSettings
 from shared.config.lifecycle import LifecycleSettings
 from shared.config.retrieval import RetrievalSettings
 from shared.config.server import ServerSettings
+from shared.ingest.params import IngestParams
 from shared.lifecycle.formulas import Aging
 from shared.retrieval.scoring import ScoringParams
 
@@ -48,6 +49,12 @@ class Settings(
     def ingest_time_limit(self) -> int:
         """A document step's hard time limit: fetching, then the longest parser, with room to plan its chunks."""
         return int(self.ingest.fetch_timeout_seconds + self.ingest.longest_parse_seconds + 300)
+
+    @property
+    def ingest(self) -> IngestParams:
+        """Ingestion (`IngestSettings`), its parser sandbox strict in production unless told otherwise."""
+        strict = self.ingest_sandbox_strict
+        return replace(super().ingest, sandbox_strict=self.environment == "production" if strict is None else strict)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

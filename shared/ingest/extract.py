@@ -1,4 +1,4 @@
-"""Turn a file of a known format into elements, in a sandboxed child with time and memory limits."""
+"""Turn a file of a known format into elements, in a confined, limited child of its own (sandbox.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from shared.ingest.audio import transcribe
 from shared.ingest.elements import Extracted
 from shared.ingest.formats import Format, Kind
 from shared.ingest.parsers import parse_document
-from shared.ingest.sandbox import DOCUMENT_LIMITS, MEDIA_LIMITS, Limits, run_limited
+from shared.ingest.sandbox import DOCUMENT_LIMITS, MEDIA_LIMITS, Limits, run_on_file
 
 
 def extract(
@@ -29,5 +29,5 @@ def extract(
     location = os.fspath(path)
     label = f"{fmt.value} {fmt.kind.value}"
     if fmt.kind is Kind.DOCUMENT:
-        return run_limited(label, limits or DOCUMENT_LIMITS, parse_document, location, fmt, source_url, max_chars)
-    return run_limited(label, limits or MEDIA_LIMITS, transcribe, location, fmt, max_chars)
+        return run_on_file(label, limits or DOCUMENT_LIMITS, parse_document, location, fmt, source_url, max_chars)
+    return run_on_file(label, limits or MEDIA_LIMITS, transcribe, location, fmt, max_chars)

@@ -65,11 +65,7 @@ def check_url(
     Raises InvalidInput (scheme, refused address) or UpstreamFailed (the host does not resolve).
     """
     networks = [ipaddress.ip_network(n) if isinstance(n, str) else n for n in allowed_networks]
-    try:
-        target = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise InvalidInput(f"not a valid URL: {url!r} ({exc})", details={"url": url}) from exc
-    return _checked_addresses(target, resolver, allow_private, networks)
+    return _checked_addresses(_parsed(url), resolver, allow_private, networks)
 
 
 def fetch_url(
@@ -102,7 +98,7 @@ def fetch_url(
         for _hop in range(max_redirects + 1):
             if time.monotonic() > deadline:
                 raise UpstreamFailed(f"fetching {url} took longer than the total time limit", details={"url": url})
-            target = httpx.URL(current)
+            target = _parsed(current)  # a redirect's Location too: "http://0177.0.0.1/" is refused, not retried
             response = _connect(client, target, _checked_addresses(target, resolver, allow_private, networks))
             try:
                 if response.status_code in _REDIRECTS and "location" in response.headers:
@@ -118,6 +114,13 @@ def fetch_url(
             finally:
                 response.close()
     raise InvalidInput(f"too many redirects (more than {max_redirects}) from {url}", details={"url": url})
+
+
+def _parsed(url: str) -> httpx.URL:
+    try:
+        return httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise InvalidInput(f"not a valid URL: {url!r} ({exc})", details={"url": url}) from exc
 
 
 def _connect(client: httpx.Client, target: httpx.URL, addresses: list[str]) -> httpx.Response:
@@ -137,6 +140,11 @@ def _connect(client: httpx.Client, target: httpx.URL, addresses: list[str]) -> h
             raise UpstreamFailed(f"could not connect to {target}: {exc}", details={"url": str(target)}) from exc
         except httpx.TimeoutException as exc:
             raise UpstreamFailed(f"timed out fetching {target}", details={"url": str(target)}) from exc
+        except httpx.RemoteProtocolError as exc:
+            if "location header" in str(exc):  # httpx parses a redirect's Location before we see it
+                message = f"not a valid URL in the redirect from {target} ({exc})"
+                raise InvalidInput(message, details={"url": str(target)}) from exc
+            raise UpstreamFailed(f"could not fetch {target}: {exc}", details={"url": str(target)}) from exc
         except httpx.HTTPError as exc:
             raise UpstreamFailed(f"could not fetch {target}: {exc}", details={"url": str(target)}) from exc
     raise UpstreamFailed(f"host {target.host!r} has no address", details={"host": target.host})

@@ -25,6 +25,16 @@ class IngestParams:
     parse_memory_mb: int = 2048
     media_timeout_seconds: float = 1800.0
     media_memory_mb: int = 4096
+    # The parser child's sandbox (shared/ingest/sandbox.py): the largest file it may write, the largest answer it may
+    # send, how many tasks (processes and threads) its uid may run; the uids it runs as when the worker is root
+    # (one drawn per child from sandbox_uids uids starting at sandbox_uid; 1 means that one uid for every child);
+    # sandbox_strict refuses to parse where the child cannot get a uid of its own or an isolated network.
+    parse_file_mb: int = 256
+    parse_output_mb: int = 64
+    parse_processes: int = 128
+    sandbox_uid: int = 2_000_000_000
+    sandbox_uids: int = 16_777_216
+    sandbox_strict: bool = False
     fetch_timeout_seconds: float = 60.0
     # URL fetching refuses private, loopback, link-local and metadata addresses unless told otherwise:
     # allow_private_urls turns the check off (tests, a trusted single-tenant box); allowed_networks admits only

@@ -89,3 +89,15 @@ def test_flower_has_a_required_login(services):
         (arg.split("=", 1)[1] for arg in deployed["command"] if arg.startswith("--basic_auth=")), None
     )
     assert login == DEPLOYED["FLOWER_BASIC_AUTH"]
+
+
+def test_every_queue_has_a_worker_in_compose():
+    from shared.jobs import ALL_QUEUES
+
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    consumed: set[str] = set()
+    for service in services.values():
+        command = service.get("command") or []
+        if "worker" in command and "-Q" in command:
+            consumed |= set(command[command.index("-Q") + 1].split(","))
+    assert consumed == set(ALL_QUEUES)  # a queue nobody consumes (the sweeper's, say) silently stops its work
