@@ -213,7 +213,11 @@ class RecordedChild(Child):
             return describe_exit(None)
         now = process_started(pid)
         # the same pid with another start time is someone else's process now
-        return None if now is not None and abs(now - started) < 1.0 else describe_exit(None)
+        if now is not None and abs(now - started) < 1.0:
+            return None
+        if self.leads_group and now is None:
+            kill_group(pid)  # what is left of its group (a worker's helpers): no live process has that id now
+        return describe_exit(None)
 
 
 def stop_all(
