@@ -85,10 +85,12 @@ class RunningStack:
         return pids
 
     def healthy(self) -> bool:
+        """/health answers and says ok: database, broker and workers."""
         try:
-            return httpx.get(f"{self.url}/health", timeout=5).status_code == 200
+            response = httpx.get(f"{self.url}/health", timeout=5)
         except httpx.HTTPError:
             return False
+        return response.status_code == 200 and response.json()["ok"] is True
 
     def wait_ready(self) -> None:
         wait_until(lambda: self.process.poll() is not None or self.healthy(), "the stack answering /health", self)

@@ -20,7 +20,7 @@ from infra.embedded import port_is_free
 from tests.conftest import wait_for_job
 from tests.faults.conftest import ROOT, RunningStack, gone, wait_until
 
-PROCESSES = ("worker", "beat", "gateway", "flower")
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
