@@ -209,11 +209,11 @@ class RecordedChild(Child):
 
     def poll(self) -> str | None:
         pid, started = self._pid, self._started
-        if pid is None or started is None:
+        if pid is None:
             return describe_exit(None)
         now = process_started(pid)
-        # the same pid with another start time is someone else's process now
-        if now is not None and abs(now - started) < 1.0:
+        # the same pid with another start time is someone else's process now (no start time: an older state file)
+        if now is not None and (started is None or abs(now - started) < 1.0):
             return None
         if self.leads_group and now is None:
             kill_group(pid)  # what is left of its group (a worker's helpers): no live process has that id now

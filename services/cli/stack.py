@@ -267,4 +267,6 @@ def stop_background(settings: Settings) -> str:
     if not left:
         return "stopped"
     names = ", ".join(child.name for child in left)
-    return f"{'the supervisor left' if was_running else 'the supervisor was gone; stopped what it left'}: {names}"
+    if was_running:
+        return f"stopped; the supervisor left {names} running, stopped as well"
+    return f"the supervisor was gone; stopped what it left running: {names}"
