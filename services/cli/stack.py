@@ -165,11 +165,12 @@ class Stack:
 
     def stop(self, hurry: Callable[[], bool] = lambda: False) -> None:
         """Stop the processes (the gateway first; the worker gets time to finish its tasks), then the embedded
-        servers they use: each its stop signal, a bounded wait, then SIGKILL to its process group."""
+        servers they use: each its stop signal, a bounded wait (none for the processes once `hurry()` is true;
+        the servers' clean shutdowns are quick and spare a crash recovery), then SIGKILL to its process group."""
         processes = [self.children[n] for n in ("gateway", "flower", "beat", "worker") if n in self.children]
         stuck = stop_all(processes, self.say, hurry)
         servers = [self.children[n] for n in SERVERS if n in self.children]
-        stuck += stop_all(servers, self.say, hurry)
+        stuck += stop_all(servers, self.say)
         if stuck:
             listed = ", ".join(f"{c.name} (pid {c.pid})" for c in stuck)
             print(f"warning: still running after SIGKILL: {listed}; see {self.data_dir / STATE_FILE}", file=sys.stderr)
