@@ -47,6 +47,7 @@ test-e2e: $(STAMP)
 
 test-security: $(STAMP)
 	$(BIN)/pytest tests/security
+
 test-faults: $(STAMP)
 	$(BIN)/pytest tests/faults
 

@@ -108,6 +108,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., R
         port, flower_port = free_port(), free_port()
         environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
         environment |= {
+            "MNEMOFLOW_ENVIRONMENT": "development",  # keyless, on loopback
             "MNEMOFLOW_EMBEDDING_PROVIDER": "synthetic",
             "HOST": "127.0.0.1",
             "PORT": str(port),
