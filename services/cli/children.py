@@ -172,7 +172,7 @@ class PostgresChild(Child):
         self._last_pid = server.pid
 
     def start(self) -> None:
-        self.server.restart()
+        self.server.start()
         self._last_pid = self.server.pid
         self.started_at = time.monotonic()
 

@@ -47,8 +47,8 @@ def _batch_succeeds(stack: RunningStack, size: int = 40) -> None:
 
 def test_a_killed_worker_is_started_again_and_nothing_else_is(stack):
     before = stack.pids()
-    pool = {p.pid for p in psutil.Process(before["worker"]).children(recursive=True)}
-    assert pool, "the worker's pool processes"
+    worker = psutil.Process(before["worker"])
+    pool = wait_until(lambda: {p.pid for p in worker.children(recursive=True)}, "the worker's pool processes", stack)
 
     os.kill(before["worker"], signal.SIGKILL)
 
