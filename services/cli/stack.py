@@ -1,4 +1,5 @@
-"""`mnemoflow up`: start the embedded servers (unless URLs are given), migrate, run every process, stop cleanly."""
+"""`mnemoflow up`: start the embedded servers (unless URLs are given), migrate, run every process and keep them
+running (`supervisor.py`), stop all of them cleanly; `mnemoflow down`."""
 
 from __future__ import annotations
 
@@ -6,15 +7,27 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 from infra.embedded import EmbeddedPostgres, EmbeddedRedis, port_is_free
 from infra.migrate import upgrade
-from infra.processes import gateway_command, wait_healthy, worker_command
+from infra.processes import gateway_command, worker_command
+from services.cli.children import (
+    Child,
+    PostgresChild,
+    ProcessChild,
+    RecordedChild,
+    ValkeyChild,
+    process_started,
+    stop_all,
+)
+from services.cli.supervisor import Supervisor
 from shared.config import Settings
 from shared.db import Database, create_db_engine
 from shared.embedding.factory import create_embedder, create_sector_embedders
@@ -23,6 +36,9 @@ from shared.storage.sector_models import ensure_store_model_for
 
 STATE_FILE = "stack.json"
 DEFAULT_EMBEDDED_REDIS_PORT = 6390
+FLOWER_HOST = "127.0.0.1"
+SERVERS = ("valkey", "postgres")  # stopped after the processes that use them
+SUPERVISOR_GRACE = 60.0  # `mnemoflow down` waits this long for the supervisor to stop the stack
 
 
 @dataclass
@@ -31,7 +47,7 @@ class Stack:
     with_flower: bool = True
     with_beat: bool = True
     echo: bool = True
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    children: dict[str, Child] = field(default_factory=dict)  # in start order: servers, then processes
     postgres: EmbeddedPostgres | None = None
     redis: EmbeddedRedis | None = None
     database_url: str = ""
@@ -54,6 +70,7 @@ class Stack:
         else:
             self.postgres = EmbeddedPostgres(self.data_dir / "pgdata")
             self.database_url = self.postgres.start()
+            self.children["postgres"] = PostgresChild(self.postgres)
             self.say(f"PostgreSQL 18 + pgvector (embedded): {self.data_dir / 'pgdata'}")
         if self.settings.redis_url:
             self.redis_url = self.settings.redis_url
@@ -62,7 +79,10 @@ class Stack:
             port = DEFAULT_EMBEDDED_REDIS_PORT if port_is_free(DEFAULT_EMBEDDED_REDIS_PORT) else 0
             self.redis = EmbeddedRedis(self.data_dir / "valkey", port=port)
             self.redis_url = self.redis.start()
+            self.children["valkey"] = ValkeyChild(self.redis)
             self.say(f"Valkey (embedded): {self.redis_url}")
+        if self.children:
+            self.write_state()
 
     def migrate(self) -> None:
         upgrade(self.database_url)
@@ -90,55 +110,44 @@ class Stack:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    def spawn(self, name: str, args: list[str]) -> None:
-        log_path = self.data_dir / "logs" / f"{name}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
-        self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", *args],
-            env=self.child_env(),
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches us, and we stop the children in order
-        )
+    def spawn(self, name: str, args: list[str], grace: float) -> None:
+        child = ProcessChild(name, args, self.child_env(), self.data_dir / "logs" / f"{name}.log", grace=grace)
+        self.children[name] = child
+        child.start()
 
     def start_processes(self) -> None:
         s = self.settings
+        # The grace is how long each may take to stop: the worker finishes its running tasks.
         self.spawn(
-            "worker", worker_command(concurrency=s.worker_concurrency, name="mnemoflow-all", log_level=s.log_level)
+            "worker",
+            worker_command(concurrency=s.worker_concurrency, name="mnemoflow-all", log_level=s.log_level),
+            grace=30,
         )
         if self.with_beat:
-            self.spawn(
-                "beat",
-                [
-                    "celery",
-                    "-A",
-                    "workers.app",
-                    "beat",
-                    "--loglevel",
-                    s.log_level,
-                    "-s",
-                    str(self.data_dir / "celerybeat-schedule"),
-                ],
-            )
-        self.spawn("gateway", gateway_command(host=s.host, port=s.port, log_level=s.log_level))
+            schedule = str(self.data_dir / "celerybeat-schedule")
+            self.spawn("beat", ["celery", "-A", "workers.app", "beat", "--loglevel", s.log_level, "-s", schedule], 10)
+        self.spawn("gateway", gateway_command(host=s.host, port=s.port, log_level=s.log_level), grace=10)
         if self.with_flower:
-            self.spawn(
-                "flower",
-                ["celery", "-A", "workers.app", "flower", f"--port={s.flower_port}", f"--address={s.host}"],
-            )
+            # Flower has no authentication: loopback only, whatever HOST the gateway listens on.
+            flower = ["celery", "-A", "workers.app", "flower", f"--port={s.flower_port}", f"--address={FLOWER_HOST}"]
+            self.spawn("flower", flower, grace=5)
         self.write_state()
 
     def write_state(self) -> None:
+        """What `mnemoflow down` needs, rewritten whenever a child gets a new pid."""
         state = {
             "supervisor_pid": os.getpid(),
-            "pids": {name: p.pid for name, p in self.processes.items()},
+            "supervisor_started": process_started(os.getpid()),
+            "children": {name: child.record() for name, child in self.children.items()},
             "gateway": self.gateway_url,
             "flower": self.flower_url if self.with_flower else None,
             "redis_url": self.redis_url,
             "pgdata": str(self.data_dir / "pgdata") if self.postgres else None,
         }
-        (self.data_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
+        path = self.data_dir / STATE_FILE
+        partial = path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(state, indent=2))
+        os.replace(partial, path)
 
     @property
     def gateway_url(self) -> str:
@@ -146,117 +155,119 @@ class Stack:
 
     @property
     def flower_url(self) -> str:
-        return f"http://{self.settings.host}:{self.settings.flower_port}"
+        return f"http://{FLOWER_HOST}:{self.settings.flower_port}"
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def gateway_answers(self) -> bool:
         try:
-            wait_healthy(
-                self.gateway_url,
-                self.processes["gateway"],
-                timeout=timeout,
-                log_path=self.data_dir / "logs" / "gateway.log",
-            )
-        finally:
-            self.check_children()
+            return httpx.get(f"{self.gateway_url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
 
-    def check_children(self) -> None:
-        for name, proc in self.processes.items():
-            code = proc.poll()
-            if code is not None:
-                raise RuntimeError(
-                    f"{name} exited with code {code}; its log: {self.data_dir / 'logs' / (name + '.log')}"
-                )
-
-    def stop(self) -> None:
-        """Stop the children (gateway first, workers get time to finish), then the embedded servers."""
-        for name in ("gateway", "flower", "beat", "worker"):
-            proc = self.processes.get(name)
-            if proc and proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-        for _name, proc in self.processes.items():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
-        self.processes.clear()
-        if self.redis:
-            self.redis.stop()
-        if self.postgres:
-            self.postgres.stop()
+    def stop(self, hurry: Callable[[], bool] = lambda: False) -> None:
+        """Stop the processes (the gateway first; the worker gets time to finish its tasks), then the embedded
+        servers they use: each its stop signal, a bounded wait (none for the processes once `hurry()` is true;
+        the servers' clean shutdowns are quick and spare a crash recovery), then SIGKILL to its process group."""
+        processes = [self.children[n] for n in ("gateway", "flower", "beat", "worker") if n in self.children]
+        stuck = stop_all(processes, self.say, hurry)
+        servers = [self.children[n] for n in SERVERS if n in self.children]
+        stuck += stop_all(servers, self.say)
+        if stuck:
+            listed = ", ".join(f"{c.name} (pid {c.pid})" for c in stuck)
+            print(f"warning: still running after SIGKILL: {listed}; see {self.data_dir / STATE_FILE}", file=sys.stderr)
+            return
+        self.children.clear()
         with contextlib.suppress(FileNotFoundError):
             (self.data_dir / STATE_FILE).unlink()
 
 
 def run_foreground(settings: Settings, *, with_flower: bool = True) -> int:
-    """The `make run` experience: start all, print where things are, stop everything on Ctrl-C."""
+    """The `make run` experience: start all, restart what crashes, stop everything on Ctrl-C or a crash loop."""
     stack = Stack(settings, with_flower=with_flower)
-    stopping = False
+    signals_seen = 0
 
-    def _stop(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+    def _count(signum: int, _frame: object) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
 
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
-    for port, what in ((settings.port, "gateway (PORT)"), (settings.flower_port, "Flower (FLOWER_PORT)")):
-        if (what.startswith("gateway") or with_flower) and not port_is_free(port, settings.host):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _count)
+    for port, host, what in (
+        (settings.port, settings.host, "gateway (PORT)"),
+        (settings.flower_port, FLOWER_HOST, "Flower (FLOWER_PORT)"),
+    ):
+        if (what.startswith("gateway") or with_flower) and not port_is_free(port, host):
             print(
                 f"error: port {port} for the {what} is already in use; set another or run `mnemoflow down`",
                 file=sys.stderr,
             )
             return 2
+    signals_at_stop = 0
     try:
         stack.start_servers()
         stack.migrate()
         stack.check_embedding_model()
         stack.start_processes()
-        stack.wait_ready()
-        print(
-            "\nMnemoflow is running.\n"
-            f"  gateway   {stack.gateway_url}   (OpenAPI docs: {stack.gateway_url}/docs)\n"
-            + (f"  flower    {stack.flower_url}\n" if with_flower else "")
-            + f"  data      {stack.data_dir}\n"
-            f"  logs      {stack.data_dir / 'logs'}\n"
-            "Press Ctrl-C to stop (or run `make down` from another shell).",
-            flush=True,
-        )
-        while not stopping:
-            stack.check_children()
-            time.sleep(0.5)
+        verdict = supervise(stack, lambda: signals_seen > 0)
+        signals_at_stop = signals_seen
+        if verdict is not None:
+            print(f"error: {verdict}", file=sys.stderr, flush=True)
+            return 1
         print("\nstopping…", flush=True)
         return 0
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
-        stack.stop()
+        signals_at_stop = signals_at_stop or signals_seen
+        stack.stop(hurry=lambda: signals_seen > signals_at_stop)  # a second Ctrl-C kills at once
         print("stopped.", flush=True)
 
 
+def supervise(stack: Stack, stop_requested: Callable[[], bool], poll_interval: float = 0.25) -> str | None:
+    """Restart what crashes until asked to stop; returns why it gave up, if a child crash-loops."""
+    supervisor = Supervisor(stack.children, stack.settings.restarts, stack.say, changed=stack.write_state)
+    ready = False
+    while not stop_requested():
+        verdict = supervisor.check()
+        if verdict is not None:
+            return verdict
+        if not ready and "gateway" not in supervisor.restarting and stack.gateway_answers():
+            ready = True
+            stack.say(
+                "\nMnemoflow is running.\n"
+                f"  gateway   {stack.gateway_url}   (OpenAPI docs: {stack.gateway_url}/docs)\n"
+                + (f"  flower    {stack.flower_url}\n" if stack.with_flower else "")
+                + f"  data      {stack.data_dir}\n"
+                f"  logs      {stack.data_dir / 'logs'}\n"
+                "A process that crashes is started again. Press Ctrl-C to stop (or run `make down` from another shell)."
+            )
+        time.sleep(poll_interval)
+    return None
+
+
 def stop_background(settings: Settings) -> str:
-    """`mnemoflow down`: ask a running stack to stop (its supervisor stops the rest)."""
+    """`mnemoflow down`: ask a running stack's supervisor to stop it; if the supervisor is gone (or does not stop in
+    time), stop what its state file lists, Flower and the embedded servers included."""
     path = settings.data_dir.resolve() / STATE_FILE
     if not path.exists():
         return f"no running stack found ({path} does not exist)"
     state = json.loads(path.read_text())
-    pid = int(state["supervisor_pid"])
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        for child in state.get("pids", {}).values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(child), signal.SIGTERM)
-        if state.get("pgdata"):
-            leftover = EmbeddedPostgres(Path(state["pgdata"]))
-            leftover.start()  # attaches to the running server
-            leftover.stop()
-        path.unlink(missing_ok=True)
-        return "the supervisor was gone; stopped what it had left behind"
-    for _ in range(120):
-        if not path.exists():
-            return "stopped"
-        time.sleep(0.5)
-    return "asked the stack to stop; it is still shutting down"
+    supervisor = RecordedChild(
+        "the supervisor",
+        {"pid": state["supervisor_pid"], "started": state.get("supervisor_started"), "grace": SUPERVISOR_GRACE},
+        group=False,  # under `make run` it shares make's process group
+    )
+    children = [RecordedChild(name, record) for name, record in state.get("children", {}).items()]
+    was_running = supervisor.poll() is None
+    if was_running:
+        stop_all([supervisor], say=print)
+    left = [child for child in children if child.poll() is None]
+    stop_all([c for c in left if c.name not in SERVERS], say=print)
+    stop_all([c for c in left if c.name in SERVERS], say=print)
+    path.unlink(missing_ok=True)
+    if not left:
+        return "stopped"
+    names = ", ".join(child.name for child in left)
+    if was_running:
+        return f"stopped; the supervisor left {names} running, stopped as well"
+    return f"the supervisor was gone; stopped what it left running: {names}"

@@ -11,8 +11,10 @@ from pydantic_settings import NoDecode
 from shared.api.common import check_user_id
 from shared.config.parsing import env, normalize_database_url, pairs
 from shared.memory.limits import InputLimits
+from shared.restarts import RestartPolicy
 
 _LIMITS = InputLimits()
+_RESTARTS = RestartPolicy()
 
 
 class OpenAccessRefused(RuntimeError):
@@ -55,6 +57,13 @@ class ServerSettings(BaseModel):
     max_tag_chars: int = Field(default=_LIMITS.max_tag_chars, ge=1)
     max_metadata_bytes: int = Field(default=_LIMITS.max_metadata_bytes, ge=0)
     max_batch_items: int = Field(default=_LIMITS.max_batch_items, ge=1)
+
+    # How `mnemoflow up` restarts a crashed child (`restarts`)
+    restart_delay_seconds: float = Field(default=_RESTARTS.first_delay, gt=0)
+    restart_max_delay_seconds: float = Field(default=_RESTARTS.max_delay, gt=0)
+    restart_reset_seconds: float = Field(default=_RESTARTS.reset_after, gt=0)
+    crash_loop_crashes: int = Field(default=_RESTARTS.crash_loop_crashes, ge=1)
+    crash_loop_seconds: float = Field(default=_RESTARTS.crash_loop_window, gt=0)
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -121,4 +130,14 @@ class ServerSettings(BaseModel):
             max_tag_chars=self.max_tag_chars,
             max_metadata_bytes=self.max_metadata_bytes,
             max_batch_items=self.max_batch_items,
+        )
+
+    @property
+    def restarts(self) -> RestartPolicy:
+        return RestartPolicy(
+            first_delay=self.restart_delay_seconds,
+            max_delay=self.restart_max_delay_seconds,
+            reset_after=self.restart_reset_seconds,
+            crash_loop_crashes=self.crash_loop_crashes,
+            crash_loop_window=self.crash_loop_seconds,
         )

@@ -76,7 +76,7 @@ def _packages() -> list[str]:
         for top in (*PRODUCTION, "bench")
         for init in (ROOT / top).rglob("__init__.py")
     ]
-    return [*sorted(found), "tests", "tests.unit", "tests.integration", "tests.e2e", "tests.security"]
+    return [*sorted(found), "tests", "tests.unit", "tests.integration", "tests.e2e", "tests.security", "tests.faults"]
 
 
 def test_every_package_is_in_the_module_map():
