@@ -69,6 +69,7 @@ class DatabaseLimits:
 
     gateway: Timeouts = Timeouts(statement_ms=15_000, lock_ms=5_000)
     worker: Timeouts = Timeouts(statement_ms=300_000, lock_ms=60_000)  # every process but the gateway
-    maintenance: Timeouts = Timeouts(statement_ms=1_800_000, lock_ms=300_000)  # decay and merge transactions
+    # decay and merge transactions: longer, within a task's time limit (MNEMOFLOW_TASK_TIME_LIMIT_SECONDS, 15 min)
+    maintenance: Timeouts = Timeouts(statement_ms=600_000, lock_ms=300_000)
     gateway_pool_size: int = 15  # connections kept, and as many again on demand
     gateway_pool_timeout_seconds: float = 10.0  # a request waiting longer for a connection is answered 503
