@@ -105,6 +105,7 @@ class Drain:
 
 @dataclass
 class Report:
+    queries_alone: OpStats
     queries: OpStats
     query_seconds: float
     mixed: dict[str, OpStats]
@@ -178,15 +179,20 @@ async def settled(database_url: str, timeout: float) -> None:
             if not fresh or not fresh[0]:
                 return
             await asyncio.sleep(0.5)
+    print(f"  note: {fresh[0] if fresh else '?'} vectors still unmerged after {timeout:.0f} s; querying anyway")
 
 
 async def concurrent_queries(
     client: httpx.AsyncClient, profile: Profile, run: str, database_url: str
-) -> tuple[OpStats, float]:
-    """`query_clients` clients, each its own tenant, each sending `queries_per_client` queries back to back."""
+) -> tuple[OpStats, OpStats, float]:
+    """`query_clients` clients, each its own tenant, each sending `queries_per_client` queries back to back; and
+    first, as a baseline, one client alone."""
     tenants = [f"{run}-q{i}" for i in range(profile.query_clients)]
     await seed(client, tenants, profile.seed_per_tenant, profile.drain_timeout_seconds)
     await settled(database_url, profile.drain_timeout_seconds)
+    alone, rng = OpStats(), random.Random(-1)
+    for _ in range(profile.queries_per_client * 4):  # the baseline: one client, nothing else running
+        await timed(client, alone, "POST", "/memory/query", json={"query": question(rng), "user_id": tenants[0]})
     stats = OpStats()
 
     async def one_client(i: int) -> None:
@@ -196,7 +202,7 @@ async def concurrent_queries(
 
     started = time.perf_counter()
     await asyncio.gather(*(one_client(i) for i in range(profile.query_clients)))
-    return stats, time.perf_counter() - started
+    return alone, stats, time.perf_counter() - started
 
 
 @dataclass
@@ -340,15 +346,15 @@ async def run_profile(gateway: str, database_url: str, redis_url: str, profile: 
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2)
     async with httpx.AsyncClient(base_url=gateway, timeout=120, limits=limits) as client:
         started = time.perf_counter()
-        queries, query_s = await concurrent_queries(client, profile, run, database_url)
-        print(f"  seeded and settled in {time.perf_counter() - started - query_s:.1f} s", flush=True)
+        alone, queries, query_s = await concurrent_queries(client, profile, run, database_url)
+        print(f"  seeded, settled and the baseline in {time.perf_counter() - started - query_s:.1f} s", flush=True)
         print(f"  concurrent queries done in {query_s:.1f} s", flush=True)
         ops, mixed_s, written, tenants = await mixed(client, profile, run)
         print(f"  mixed load done in {mixed_s:.1f} s; draining", flush=True)
         drained = await drain(client, written, tenants, database_url, redis_url, profile.drain_timeout_seconds)
         print(f"  drained in {drained.seconds:.1f} s; two tenants' batches", flush=True)
-        alone, beside, large = await two_tenants(client, profile, run)
-    return Report(queries, query_s, ops, mixed_s, drained, alone, beside, large)
+        small_alone, beside, large = await two_tenants(client, profile, run)
+    return Report(alone, queries, query_s, ops, mixed_s, drained, small_alone, beside, large)
 
 
 def described(stats: OpStats) -> str:
@@ -368,6 +374,7 @@ def print_report(report: Report, profile: Profile) -> None:
     q = report.queries
     print(f"\n1. {profile.query_clients} concurrent queries, one gateway process ({profile.queries_per_client} each):")
     print(f"   {described(q)}; {q.requests / report.query_seconds:,.0f} queries/s")
+    print(f"   baseline, one client alone: {described(report.queries_alone)}")
     total = sum(s.requests for s in report.mixed.values())
     print(f"\n2. mixed: {profile.clients} clients for {report.mixed_seconds:.0f} s, {total:,} requests:")
     for op, stats in report.mixed.items():

@@ -149,7 +149,7 @@ def _unavailable_or_unexpected(request: Request, exc: Exception) -> JSONResponse
             status_code=503,
             headers={"Retry-After": str(retry_after), "X-Request-ID": rid},
         )
-    log.exception("unhandled error on %s %s (request %s)", request.method, request.url.path, rid)
+    log.error("unhandled error on %s %s (request %s)", request.method, request.url.path, rid, exc_info=exc)
     return JSONResponse(
         error_body("internal_error", f"the server failed to handle this request; it has been logged as request {rid}"),
         status_code=500,
