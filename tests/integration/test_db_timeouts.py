@@ -99,9 +99,9 @@ def test_index_ddl_at_start_up_waits_for_another_process_however_long(make_store
         held_elsewhere(url, "SELECT pg_advisory_xact_lock(%s)", (int(Lock.INDEX_DDL),), seconds=1.0),
         db.session() as session,
     ):
-        ensure_vector_indexes(session, {384}, m=16, ef_construction=64)
+        ensure_vector_indexes(session, {256}, m=16, ef_construction=64)  # the migration made the 384 ones
     with psycopg.connect(plain(url)) as conn:
-        built = conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE %s", ("%hnsw_384",)).fetchone()
+        built = conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE %s", ("%hnsw_256",)).fetchone()
     assert built == (len(SECTORS),)
 
 
