@@ -35,7 +35,9 @@ import psycopg
 import redis
 
 from bench.common import OBJECTS, SUBJECTS, corpus, fresh_database, percentiles, plain_dsn, servers, stack
-from shared.jobs import ALL_QUEUES
+from shared.config import Settings
+from shared.jobs import ALL_QUEUES, MergeFresh
+from shared.queueing import make_celery, send
 
 ENDED = ("succeeded", "failed")
 MIX = {"query": 0.60, "add": 0.25, "batch": 0.10, "ingest": 0.05}  # what a mixed client does next
@@ -114,6 +116,7 @@ class Report:
     small_alone_seconds: float
     small_beside_large_seconds: float
     large_seconds: float
+    merged: bool  # every vector the run wrote merged into the index by its end
 
 
 def require_loopback(url: str) -> None:
@@ -170,26 +173,42 @@ async def seed(client: httpx.AsyncClient, tenants: Sequence[str], per_tenant: in
         raise RuntimeError(f"seeding the query tenants did not finish: {dict(statuses)}")
 
 
-async def settled(database_url: str, timeout: float) -> None:
-    """Wait until the background merge has indexed every fresh vector (it takes the CPU the queries need)."""
+async def settled(database_url: str, redis_url: str, run: str, timeout: float) -> bool:
+    """Wait until the background merge has indexed every vector this run wrote (it takes the CPU the queries
+    need, and a merge still running after the run would be load on whatever runs next); whether it has.
+
+    This stack has no beat, which asks for a merge every minute: every 20 s without one finishing the job, the
+    wait asks for one itself (a merge already running makes it a no-op)."""
     deadline = time.monotonic() + timeout
-    with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            fresh = conn.execute("SELECT count(*) FROM memory_vectors WHERE NOT indexed").fetchone()
-            if not fresh or not fresh[0]:
-                return
-            await asyncio.sleep(0.5)
-    print(f"  note: {fresh[0] if fresh else '?'} vectors still unmerged after {timeout:.0f} s; querying anyway")
+    celery = make_celery(Settings(redis_url=redis_url), "mnemoflow.bench")
+    asked = time.monotonic()
+    try:
+        with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
+            while True:
+                fresh = conn.execute(
+                    "SELECT count(*) FROM memory_vectors WHERE user_id LIKE %s AND NOT indexed", (f"{run}-%",)
+                ).fetchone()
+                if not fresh or not fresh[0]:
+                    return True
+                if time.monotonic() >= deadline:
+                    print(f"  note: {fresh[0]} vectors still unmerged after {timeout:.0f} s", flush=True)
+                    return False
+                if time.monotonic() - asked > 20:
+                    send(celery, MergeFresh())
+                    asked = time.monotonic()
+                await asyncio.sleep(0.5)
+    finally:
+        celery.close()
 
 
 async def concurrent_queries(
-    client: httpx.AsyncClient, profile: Profile, run: str, database_url: str
+    client: httpx.AsyncClient, profile: Profile, run: str, database_url: str, redis_url: str
 ) -> tuple[OpStats, OpStats, float]:
     """`query_clients` clients, each its own tenant, each sending `queries_per_client` queries back to back; and
     first, as a baseline, one client alone."""
     tenants = [f"{run}-q{i}" for i in range(profile.query_clients)]
     await seed(client, tenants, profile.seed_per_tenant, profile.drain_timeout_seconds)
-    await settled(database_url, profile.drain_timeout_seconds)
+    await settled(database_url, redis_url, run, profile.drain_timeout_seconds)
     alone, rng = OpStats(), random.Random(-1)
     for _ in range(profile.queries_per_client * 4):  # the baseline: one client, nothing else running
         await timed(client, alone, "POST", "/memory/query", json={"query": question(rng), "user_id": tenants[0]})
@@ -346,7 +365,7 @@ async def run_profile(gateway: str, database_url: str, redis_url: str, profile: 
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2)
     async with httpx.AsyncClient(base_url=gateway, timeout=120, limits=limits) as client:
         started = time.perf_counter()
-        alone, queries, query_s = await concurrent_queries(client, profile, run, database_url)
+        alone, queries, query_s = await concurrent_queries(client, profile, run, database_url, redis_url)
         print(f"  seeded, settled and the baseline in {time.perf_counter() - started - query_s:.1f} s", flush=True)
         print(f"  concurrent queries done in {query_s:.1f} s", flush=True)
         ops, mixed_s, written, tenants = await mixed(client, profile, run)
@@ -354,7 +373,8 @@ async def run_profile(gateway: str, database_url: str, redis_url: str, profile: 
         drained = await drain(client, written, tenants, database_url, redis_url, profile.drain_timeout_seconds)
         print(f"  drained in {drained.seconds:.1f} s; two tenants' batches", flush=True)
         small_alone, beside, large = await two_tenants(client, profile, run)
-    return Report(alone, queries, query_s, ops, mixed_s, drained, small_alone, beside, large)
+    merged = await settled(database_url, redis_url, run, profile.drain_timeout_seconds)
+    return Report(alone, queries, query_s, ops, mixed_s, drained, small_alone, beside, large, merged)
 
 
 def described(stats: OpStats) -> str:
@@ -390,6 +410,7 @@ def print_report(report: Report, profile: Profile) -> None:
         f"   beside A's {profile.large_batch:,}-item batch {report.small_beside_large_seconds:.1f} s "
         f"(A's own: {report.large_seconds:.1f} s)"
     )
+    print(f"\n   every vector of the run merged into the index at the end: {'yes' if report.merged else 'NO'}")
 
 
 @contextlib.contextmanager

@@ -33,3 +33,4 @@ def test_the_quick_load_profile_answers_everything_and_loses_nothing(gateway, wo
     assert drain.drained, drain
     assert drain.expected_memories > 0 and (drain.lost, drain.duplicated) == (0, 0), drain
     assert set(drain.documents) == {"done"}, drain.documents
+    assert report.merged  # nothing of the run is left for the background merge (and the tests after this one)
