@@ -12,22 +12,35 @@ from typing import Any
 
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row, namedtuple_row
-from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy import Engine, create_engine, event, exc, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from shared.backpressure import Timeouts
 from shared.config import Settings, normalize_database_url
 
 log = logging.getLogger(__name__)
 
 
-def create_db_engine(settings: Settings, application_name: str, *, pool_size: int = 10) -> Engine:
-    """An engine for this process; `application_name` shows in pg_stat_activity."""
+def create_db_engine(
+    settings: Settings,
+    application_name: str,
+    *,
+    pool_size: int = 10,
+    max_overflow: int | None = None,
+    pool_timeout: float = 30.0,
+    timeouts: Timeouts | None = None,
+) -> Engine:
+    """An engine for this process; `application_name` shows in pg_stat_activity. `max_overflow`: connections
+    opened beyond `pool_size` on demand (default: as many again). `timeouts`: each connection's statement and
+    lock timeouts (default: the workers', `settings.database_limits.worker`)."""
     if not settings.database_url:
         raise RuntimeError("DATABASE_URL is not set; start the stack with `mnemoflow up` or set it")
+    limits = timeouts or settings.database_limits.worker
     engine = create_engine(
         normalize_database_url(settings.database_url),
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=pool_size if max_overflow is None else max_overflow,
+        pool_timeout=pool_timeout,
         pool_recycle=1800,
         # The most recently used connection first: a few stay busy with warm backend caches and prepared
         # statements (psycopg prepares a statement on its fifth run on a connection); in FIFO order a query
@@ -47,6 +60,10 @@ def create_db_engine(settings: Settings, application_name: str, *, pool_size: in
         with dbapi_connection.cursor() as cur:
             cur.execute(f"SET hnsw.ef_search = {int(settings.hnsw_ef_search)}")
             cur.execute("SET hnsw.iterative_scan = relaxed_order")
+            # A statement or lock wait past its limit fails (the gateway answers 503) instead of holding a
+            # connection while the pool and the callers behind it wait.
+            cur.execute(f"SET statement_timeout = {int(limits.statement_ms)}")
+            cur.execute(f"SET lock_timeout = {int(limits.lock_ms)}")
         dbapi_connection.commit()
 
     return engine
@@ -95,10 +112,13 @@ class Database:
             session.close()
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[Session]:
-        """One unit of work: committed when the block ends, rolled back on error."""
+    def session(self, *, timeouts: Timeouts | None = None) -> Iterator[Session]:
+        """One unit of work: committed when the block ends, rolled back on error. `timeouts`: this transaction's
+        own statement and lock timeouts instead of the engine's (the lifecycle cycles' long steps)."""
         session = self._sessions()
         try:
+            if timeouts is not None:
+                set_timeouts(session, timeouts)
             yield session
             session.commit()
         except BaseException:
@@ -109,6 +129,14 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def set_timeouts(session: Session, timeouts: Timeouts) -> None:
+    """Statement and lock timeouts for the rest of the session's transaction (SET LOCAL; 0: none)."""
+    session.execute(
+        text("SELECT set_config('statement_timeout', :s, true), set_config('lock_timeout', :l, true)"),
+        {"s": str(int(timeouts.statement_ms)), "l": str(int(timeouts.lock_ms))},
+    )
 
 
 _BIND = re.compile(r"(?<![:\w]):(\w+)")

@@ -13,10 +13,11 @@ class MnemoflowError(Exception):
     status_code = 500
     code = "internal_error"
 
-    def __init__(self, message: str, *, details: Any = None) -> None:
+    def __init__(self, message: str, *, details: Any = None, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.details = details
+        self.retry_after = retry_after  # seconds, sent as Retry-After: when trying again makes sense
 
 
 class InvalidInput(MnemoflowError):
@@ -47,6 +48,13 @@ class PayloadTooLarge(MnemoflowError):
 class Conflict(MnemoflowError):
     status_code = 409
     code = "conflict"
+
+
+class RateLimited(MnemoflowError):
+    """The tenant used up a quota; `retry_after` says when the request fits again."""
+
+    status_code = 429
+    code = "rate_limited"
 
 
 class ServiceUnavailable(MnemoflowError):

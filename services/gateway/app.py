@@ -14,7 +14,8 @@ from prometheus_client import REGISTRY
 from services.gateway import metrics
 from services.gateway.aftermath import QueryAftermath, write_batch
 from services.gateway.errors import install_error_handlers
-from services.gateway.middleware import BodySizeLimit, RequestMetrics
+from services.gateway.middleware import BodySizeLimit, RequestId, RequestMetrics
+from services.gateway.ratelimit import RateLimiter
 from services.gateway.routers import documents, ingest, maintenance, memory, query, system
 from services.gateway.state import GatewayState
 from shared import __version__
@@ -45,8 +46,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except OpenAccessRefused as exc:
             log.error("%s", exc)
             raise
-        # a query holds one connection throughout and a second one for its full-text stage
-        db = Database(create_db_engine(settings, "mnemoflow.gateway", pool_size=15))
+        limits = settings.database_limits
+        db = Database(
+            create_db_engine(
+                settings,
+                "mnemoflow.gateway",
+                pool_size=limits.gateway_pool_size,
+                pool_timeout=limits.gateway_pool_timeout_seconds,
+                timeouts=limits.gateway,
+            )
+        )
+        # A query's full-text stage runs on a thread of its own while the query holds its connection. From the
+        # same pool, enough concurrent queries held every connection while their full-text stages waited for
+        # one: a deadlock until the pool timeout. Its own pool, a connection per thread, never waits.
+        threads = settings.retrieval.parallel_threads
+        lexical_db = (
+            Database(
+                create_db_engine(
+                    settings, "mnemoflow.gateway.lexical", pool_size=threads, max_overflow=0, timeouts=limits.gateway
+                )
+            )
+            if threads
+            else None
+        )
         embedder = create_embedder(settings)
         sector_embedders = create_sector_embedders(settings, embedder)
         with db.session() as session:
@@ -75,6 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             redis=redis_client,
             celery=make_celery(settings, "mnemoflow.gateway"),
             aftermath=aftermath,
+            limiter=RateLimiter(redis_client, settings.rate_limits),
+            lexical_db=lexical_db,
         )
         document_counts = metrics.DocumentsCollector(db)
         REGISTRY.register(document_counts)
@@ -93,6 +117,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if cache_counts:
                 REGISTRY.unregister(cache_counts)
             db.dispose()
+            if lexical_db:
+                lexical_db.dispose()
             redis_client.close()
 
     app = FastAPI(
@@ -124,4 +150,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "/memory/ingest": max(settings.max_request_bytes, settings.ingest_max_bytes * 4 // 3 + 1024 * 1024),
         },
     )
+    app.add_middleware(RequestId)  # outermost: every answer carries the id its log lines name
     return app

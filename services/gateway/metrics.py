@@ -38,6 +38,11 @@ ENQUEUE_FAILURES = Counter(
     "mnemoflow_enqueue_failures_total",
     "Tasks that could not be sent to the broker (the sweeper re-sends them)",
 )
+RATE_LIMITED = Counter("mnemoflow_rate_limited_total", "Requests refused with 429, by quota", ["quota"])
+RATE_LIMIT_UNCHECKED = Counter(
+    "mnemoflow_rate_limit_unchecked_total",
+    "Requests let through without a quota check because Redis did not answer (rate limits fail open)",
+)
 
 # Recall seed: injection rate = injected / all, retrieval blindness = blind / all, per tenant. The tenant label
 # is a keyed hash of the user_id (MNEMOFLOW_METRICS_TENANT_SALT; `mnemoflow tenant-label <user_id>` computes it),

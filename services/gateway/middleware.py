@@ -1,8 +1,10 @@
-"""ASGI middleware of the gateway: request metrics per route, and the request-body size limit (413)."""
+"""ASGI middleware of the gateway: request ids, request metrics per route, and the request-body size limit (413)."""
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
@@ -103,3 +105,31 @@ class _TooLarge(HTTPException):
 
     def __init__(self, limit: int) -> None:
         super().__init__(413, detail=_too_large(limit))
+
+
+_CLIENT_ID = re.compile(r"[\w.:-]{1,128}")
+
+
+class RequestId:
+    """Give each request an id (the client's X-Request-ID when it sends a plain one), kept in the request's
+    state for the logs and sent back in X-Request-ID."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
+        rid = given if _CLIENT_ID.fullmatch(given) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = rid
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or [])
+                if not any(name.lower() == b"x-request-id" for name, _ in headers):
+                    message = {**message, "headers": [*headers, (b"x-request-id", rid.encode())]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)

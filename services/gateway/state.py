@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from services.gateway import metrics
 from services.gateway.aftermath import QueryAftermath
+from services.gateway.ratelimit import RateLimiter
 from shared.config import Settings
 from shared.db import Database
 from shared.jobs import Message
@@ -45,6 +46,8 @@ class GatewayState:
     redis: redis.Redis
     celery: Celery
     aftermath: QueryAftermath  # a query's bookkeeping after its response
+    limiter: RateLimiter  # the tenants' quotas
+    lexical_db: Database | None = None  # queries' full-text stages, beside them (a pool of its own)
 
     @contextlib.contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:

@@ -1,4 +1,5 @@
-"""Settings of the processes themselves: environment, servers, ports, auth, request and input limits."""
+"""Settings of the processes themselves: environment, servers, ports, auth, request and input limits, rate limits
+and database time limits."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
 from shared.api.common import check_user_id
+from shared.backpressure import Bucket, DatabaseLimits, RateLimits, Timeouts
 from shared.config.parsing import env, normalize_database_url, pairs
 from shared.memory.limits import InputLimits
 from shared.restarts import RestartPolicy
 
 _LIMITS = InputLimits()
 _RESTARTS = RestartPolicy()
+_RATES = RateLimits()
+_DB = DatabaseLimits()
 
 
 class OpenAccessRefused(RuntimeError):
@@ -64,6 +68,25 @@ class ServerSettings(BaseModel):
     restart_reset_seconds: float = Field(default=_RESTARTS.reset_after, gt=0)
     crash_loop_crashes: int = Field(default=_RESTARTS.crash_loop_crashes, ge=1)
     crash_loop_seconds: float = Field(default=_RESTARTS.crash_loop_window, gt=0)
+
+    # Per-tenant rate limits (`rate_limits`): token buckets in Redis, shared by every gateway process.
+    rate_limits_enabled: bool = _RATES.enabled
+    rate_limit_query_burst: int = Field(default=_RATES.queries.burst, ge=1)
+    rate_limit_queries_per_second: float = Field(default=_RATES.queries.per_second, gt=0)
+    rate_limit_write_burst: int = Field(default=_RATES.writes.burst, ge=1)
+    rate_limit_writes_per_second: float = Field(default=_RATES.writes.per_second, gt=0)
+    rate_limit_ingest_burst: int = Field(default=_RATES.ingest.burst, ge=1)
+    rate_limit_ingests_per_second: float = Field(default=_RATES.ingest.per_second, gt=0)
+
+    # Database time limits and the gateway's pool (`database_limits`); 0 ms: no limit.
+    gateway_statement_timeout_ms: int = Field(default=_DB.gateway.statement_ms, ge=0)
+    gateway_lock_timeout_ms: int = Field(default=_DB.gateway.lock_ms, ge=0)
+    worker_statement_timeout_ms: int = Field(default=_DB.worker.statement_ms, ge=0)
+    worker_lock_timeout_ms: int = Field(default=_DB.worker.lock_ms, ge=0)
+    maintenance_statement_timeout_ms: int = Field(default=_DB.maintenance.statement_ms, ge=0)
+    maintenance_lock_timeout_ms: int = Field(default=_DB.maintenance.lock_ms, ge=0)
+    gateway_pool_size: int = Field(default=_DB.gateway_pool_size, ge=1, le=500)
+    gateway_pool_timeout_seconds: float = Field(default=_DB.gateway_pool_timeout_seconds, gt=0)
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -140,4 +163,23 @@ class ServerSettings(BaseModel):
             reset_after=self.restart_reset_seconds,
             crash_loop_crashes=self.crash_loop_crashes,
             crash_loop_window=self.crash_loop_seconds,
+        )
+
+    @property
+    def rate_limits(self) -> RateLimits:
+        return RateLimits(
+            enabled=self.rate_limits_enabled,
+            queries=Bucket(self.rate_limit_query_burst, self.rate_limit_queries_per_second),
+            writes=Bucket(self.rate_limit_write_burst, self.rate_limit_writes_per_second),
+            ingest=Bucket(self.rate_limit_ingest_burst, self.rate_limit_ingests_per_second),
+        )
+
+    @property
+    def database_limits(self) -> DatabaseLimits:
+        return DatabaseLimits(
+            gateway=Timeouts(self.gateway_statement_timeout_ms, self.gateway_lock_timeout_ms),
+            worker=Timeouts(self.worker_statement_timeout_ms, self.worker_lock_timeout_ms),
+            maintenance=Timeouts(self.maintenance_statement_timeout_ms, self.maintenance_lock_timeout_ms),
+            gateway_pool_size=self.gateway_pool_size,
+            gateway_pool_timeout_seconds=self.gateway_pool_timeout_seconds,
         )

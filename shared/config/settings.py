@@ -4,7 +4,8 @@ Its fields are declared by area (server, embedding, retrieval, lifecycle, ingest
 one) under their environment names (MNEMOFLOW_*, and OpenMemory's OM_* where it has one). Each area gives its
 groups as the frozen dataclasses the code takes, whose defaults are the only declaration of the defaults:
 
-    settings.limits  settings.embedding  settings.context  settings.retrieval  settings.lexical  settings.scoring
+    settings.limits  settings.rate_limits  settings.database_limits
+    settings.embedding  settings.context  settings.retrieval  settings.lexical  settings.scoring
     settings.waypoints  settings.reinforcement  settings.tiers  settings.compression  settings.decay  settings.ingest
 """
 

@@ -81,6 +81,7 @@ class DecayCycle:
         self.active_queries = active_queries or (lambda: 0)
         self.rules = settings.tiers
         self.ladders = {sector: self.compression.ladder(dim) for sector, dim in self.full_dims.items()}
+        self.timeouts = settings.database_limits.maintenance  # a step decays 20,000 rows in one statement
 
     def run(self, run_id: uuid.UUID | None = None, options: CycleOptions | None = None) -> dict[str, Any]:
         """Run (or skip) one cycle; returns its decay_runs row. `run_id`: the run's id, created queued if it does not
@@ -110,7 +111,7 @@ class DecayCycle:
     def _run_locked(self, run_id: uuid.UUID, ratio: float, options: CycleOptions) -> dict[str, Any]:
         now = options.now or datetime.now(UTC)
         started = time.monotonic()
-        with self.db.session() as session:
+        with self.db.session(timeouts=self.timeouts) as session:
             current = decay_runs.get_run(session, run_id)
             if current is not None and current["status"] in ENDED:  # another delivery ran it while we waited
                 return current
@@ -222,7 +223,7 @@ class DecayCycle:
         hold some of the same rows)."""
         for attempt in range(1, 4):
             try:
-                with self.db.session() as session:
+                with self.db.session(timeouts=self.timeouts) as session:
                     step = decay_steps.decay_step(
                         session, sector, after=cursor["after"], upto=upto, limit=limit, now=now, params=params
                     )

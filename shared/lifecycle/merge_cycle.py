@@ -84,7 +84,7 @@ class MergeCycle:
                         if self.ingest_has_priority(session):
                             break  # the last chunk of the burst schedules the next merge; beat retries every minute
                     analyze = since_analyze >= ANALYZE_EVERY
-                    with self.db.session() as session:
+                    with self.db.session(timeouts=s.database_limits.maintenance) as session:
                         count, made = self.engine.merge_fresh(session, limit=s.merge_batch_size, analyze=analyze)
                     since_analyze = count if analyze else since_analyze + count
                     merged, links = merged + count, links + made

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.backpressure import NO_TIMEOUTS
 from shared.config import Settings
+from shared.db import set_timeouts
 from shared.embedding import EmbeddingProvider
 from shared.errors import Conflict
 from shared.lifecycle.compression import dimension_ladder
@@ -109,6 +111,9 @@ def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_constr
     wanted = {vector_index_name(sector, dim): (sector, dim) for dim in dims for sector in SECTORS}
     if not set(wanted) - _existing_indexes(session, list(wanted)):
         return
+    # Building an index over existing vectors, or waiting for another process building one, may take minutes:
+    # start-up must not give up on it (the engine's timeouts are a request's or a task's).
+    set_timeouts(session, NO_TIMEOUTS)
     locks.hold_for_transaction(session, Lock.INDEX_DDL)  # concurrent DDL races
     for name in sorted(set(wanted) - _existing_indexes(session, list(wanted))):
         sector, dim = wanted[name]

@@ -30,6 +30,7 @@ from services.gateway.state import GatewayState, UnitOfWork
 from shared.api.common import USER_ID_PATTERN
 from shared.api.ingest import IngestAccepted, IngestOptions, IngestRequest, IngestUrlRequest, form_params
 from shared.api.jobs import JobPublic
+from shared.backpressure import Quota
 from shared.errors import InvalidInput, MnemoflowError, PayloadTooLarge
 from shared.ingest import intake, sniff
 from shared.jobs import IngestDocument, JobKind
@@ -74,6 +75,7 @@ def ingest(
 ) -> IngestAccepted:
     """Ingest a document sent in the body (OpenMemory's shape): text as is, binary formats base64-encoded."""
     user_id = principal.tenant(body.user_id)
+    state.limiter.charge(user_id, Quota.INGEST)
     _check_options(state, body)
     try:
         intake.declared_format(body.content_type)  # an unknown format name is refused before decoding
@@ -107,6 +109,7 @@ def ingest_url(
 ) -> IngestAccepted:
     """Ingest a web page or file by URL; the ingest worker fetches it (http/https, public addresses only)."""
     user_id = principal.tenant(body.user_id)
+    state.limiter.charge(user_id, Quota.INGEST)
     _check_options(state, body)
     try:
         url = intake.normalize_url(body.url)
@@ -137,6 +140,7 @@ async def ingest_file(
         except (ValueError, ValidationError) as exc:
             raise InvalidInput(f"invalid upload options: {exc}") from exc
         user_id = principal.tenant(options.user_id)
+        await run_in_threadpool(state.limiter.charge, user_id, Quota.INGEST)
         _check_options(state, options)
         declared = fields.get("content_type") or upload.content_type
         filename = os.path.basename(upload.filename) if upload.filename else None

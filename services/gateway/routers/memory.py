@@ -21,6 +21,7 @@ from shared.api.memories import (
     MemoryUpdate,
     ReinforceRequest,
 )
+from shared.backpressure import Quota
 from shared.errors import InvalidInput, NotFound
 from shared.jobs import JobKind, StoreChunk
 from shared.memory import sectors as sector_rules
@@ -39,6 +40,7 @@ def add_memory(body: MemoryAdd, state: StateDep, work: WorkDep, principal: Princ
     `follows` links it after an earlier memory (the previous turn of a conversation); without it, a conversation
     named in its metadata (`session_id`, `thread_id`, ...) links it after that conversation's previous add."""
     user_id = principal.tenant(body.user_id)
+    state.limiter.charge(user_id, Quota.WRITES)
     memory, deduplicated = state.engine.add(work.session, user_id, body, follows=body.follows)
     metrics.MEMORIES_ADDED.labels(deduplicated=str(deduplicated).lower()).inc()
     return MemoryAddResult(**memory, deduplicated=deduplicated)
@@ -54,6 +56,7 @@ def add_batch(
     for item in body.items:  # an item may not write into another tenant
         if item.user_id is not None:
             principal.tenant(item.user_id, user_id)
+    state.limiter.charge(user_id, Quota.WRITES, len(body.items))
     chunks = plan_batch(body, limits=settings.limits, context=settings.context, chunk_size=settings.chunk_size)
     job_id, created = job_store.create_job(
         work.session,
@@ -83,6 +86,7 @@ def reinforce_memory(body: ReinforceRequest, state: StateDep, work: WorkDep, pri
     """The client used this memory: boost its salience (default boost from settings) and mark it seen and used now. It
     counts in ranking in full, unlike being returned by a query, and confirms what queries added first."""
     user_id = principal.tenant(body.user_id)
+    state.limiter.charge(user_id, Quota.WRITES)
     boost = body.boost if body.boost is not None else state.settings.reinforcement.manual_boost
     rows = memory_store.reinforce(work.session, user_id, [body.id], boost=boost, returned=False)
     if not rows:
@@ -91,10 +95,11 @@ def reinforce_memory(body: ReinforceRequest, state: StateDep, work: WorkDep, pri
 
 
 @router.post("/link")
-def link_memories(body: LinkCreate, work: WorkDep, principal: PrincipalDep) -> dict[str, Any]:
+def link_memories(body: LinkCreate, state: StateDep, work: WorkDep, principal: PrincipalDep) -> dict[str, Any]:
     """Link two memories: association (spreads activation), contradicts (the weaker is demoted at query
     time), supersedes (the destination is marked superseded), next (reading order)."""
     user_id = principal.tenant(body.user_id)
+    state.limiter.charge(user_id, Quota.WRITES)
     linked = waypoint_store.create_link(
         work.session, user_id, body.src_id, body.dst_id, kind=body.kind, weight=body.weight
     )
@@ -154,6 +159,7 @@ def get_memory(memory_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, use
 def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, work: WorkDep, principal: PrincipalDep):
     """Change a memory's content (re-classified and re-embedded), tags, metadata, status or occurred_at."""
     tenant = principal.tenant(body.user_id)
+    state.limiter.charge(tenant, Quota.WRITES)
     if all(value is None for value in (body.content, body.tags, body.metadata, body.status, body.occurred_at)):
         raise InvalidInput("nothing to update: send content, tags, metadata, status or occurred_at")
     row = state.engine.update(work.session, tenant, memory_id, body.model_dump(exclude_unset=True))
@@ -165,6 +171,7 @@ def delete_memory(
     memory_id: uuid.UUID, state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None
 ):
     tenant = principal.tenant(user_id)
+    state.limiter.charge(tenant, Quota.WRITES)
     if not state.engine.delete(work.session, tenant, memory_id):
         raise NotFound(f"memory {memory_id} not found for user_id {tenant!r}")
     return {"ok": True, "id": str(memory_id)}

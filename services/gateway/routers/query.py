@@ -11,6 +11,7 @@ from services.gateway.aftermath import QueryRecord
 from services.gateway.deps import PrincipalDep, StateDep
 from services.gateway.state import GatewayState
 from shared.api.query import MatchTrace, PackingPublic, QueryMatch, QueryRequest, QueryResponse
+from shared.backpressure import Quota
 from shared.jobs import ReinforceHits
 from shared.lifecycle.activity import query_finished, query_started
 from shared.retrieval import stats as retrieval_stats
@@ -28,10 +29,12 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
     a worker thread of its own first (a second thread hop and a second validation on the hottest route)."""
     settings = state.settings
     user_id = principal.tenant(body.user_id, body.filters.user_id)
+    state.limiter.charge(user_id, Quota.QUERIES)
     active = query_started(state.redis, settings.active_query_ttl_seconds)  # the decay cycle waits for us
     try:
         with state.db.reading() as session:
-            outcome = state.retriever.query(session, user_id, body, side_session=state.db.reading)
+            side = state.lexical_db.reading if state.lexical_db else None  # never the query's own pool
+            outcome = state.retriever.query(session, user_id, body, side_session=side)
     except BaseException:
         query_finished(state.redis, active)
         raise

@@ -1,0 +1,109 @@
+"""Per-tenant quotas: a token bucket per tenant and quota in Redis, checked and taken by one atomic script, so
+every gateway process draws on the same buckets.
+
+The buckets (shared/backpressure.py): queries; memories written (an add or an update is 1, a batch its items);
+documents ingested. A request that does not fit is answered 429 with Retry-After, saying which quota and when.
+When Redis cannot be reached the check fails open: the request goes through unchecked, counted in
+`mnemoflow_rate_limit_unchecked_total` and logged once per pause, and for `pause_seconds` no check is tried
+(a hanging Redis would otherwise cost every request its socket timeout). Refusing every request because the
+limiter's store is down would turn a Redis outage into a full one; queries already run without Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+
+from services.gateway import metrics
+from shared.backpressure import UNITS, Quota, RateLimits
+from shared.errors import RateLimited
+
+log = logging.getLogger("mnemoflow.gateway")
+
+KEY_PREFIX = "mnemoflow:ratelimit"
+
+# KEYS[1]: the bucket (a hash of tokens and when they were counted); ARGV: burst, refill per second, cost.
+# Redis's clock, not the gateways': every process refills the bucket at the same pace. A full bucket is no key
+# at all: it expires once it would have refilled.
+_TAKE = """
+local burst = tonumber(ARGV[1])
+local rate = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local held = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(held[1])
+local at = tonumber(held[2])
+if tokens == nil or at == nil then
+    tokens = burst
+else
+    tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+end
+local allowed = 0
+if tokens >= cost then
+    tokens = tokens - cost
+    allowed = 1
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
+return {allowed, tostring(tokens)}
+"""
+
+_SETTINGS = {
+    Quota.QUERIES: ("MNEMOFLOW_RATE_LIMIT_QUERY_BURST", "MNEMOFLOW_RATE_LIMIT_QUERIES_PER_SECOND"),
+    Quota.WRITES: ("MNEMOFLOW_RATE_LIMIT_WRITE_BURST", "MNEMOFLOW_RATE_LIMIT_WRITES_PER_SECOND"),
+    Quota.INGEST: ("MNEMOFLOW_RATE_LIMIT_INGEST_BURST", "MNEMOFLOW_RATE_LIMIT_INGESTS_PER_SECOND"),
+}
+
+
+class RateLimiter:
+    """The gateway's quota checks against the buckets in `client`."""
+
+    def __init__(self, client: redis.Redis, limits: RateLimits, *, pause_seconds: float = 5.0) -> None:
+        self.limits = limits
+        self.pause_seconds = pause_seconds
+        self._take = client.register_script(_TAKE)  # EVALSHA, loading the script when Redis lacks it
+        self._unchecked_until = 0.0
+
+    def charge(self, tenant: str, quota: Quota, units: int = 1) -> None:
+        """Take `units` from the tenant's `quota`; raises RateLimited (429) when they do not fit now."""
+        if not self.limits.enabled:
+            return
+        if time.monotonic() < self._unchecked_until:
+            metrics.RATE_LIMIT_UNCHECKED.inc()
+            return
+        bucket = self.limits.bucket(quota)
+        cost = bucket.cost_of(units)
+        try:
+            allowed, tokens = self._take(
+                keys=[f"{KEY_PREFIX}:{quota}:{tenant}"], args=[bucket.burst, bucket.per_second, cost]
+            )
+        except redis.RedisError as exc:
+            self._unchecked_until = time.monotonic() + self.pause_seconds
+            metrics.RATE_LIMIT_UNCHECKED.inc()
+            log.warning(
+                "rate limits unchecked for %.0f s: Redis did not answer (%s); requests go through meanwhile",
+                self.pause_seconds,
+                exc,
+            )
+            return
+        if int(allowed):
+            return
+        retry_after = bucket.seconds_until(cost, float(tokens))
+        metrics.RATE_LIMITED.labels(quota=str(quota)).inc()
+        burst_name, rate_name = _SETTINGS[quota]
+        raise RateLimited(
+            f"user_id {tenant!r} is over its {quota} limit: {bucket.burst:,} {UNITS[quota]} at once, then "
+            f"{bucket.per_second:g} a second ({burst_name}, {rate_name}); this request counts {cost:,}. "
+            f"Retry in {retry_after} s.",
+            details={
+                "limit": str(quota),
+                "burst": bucket.burst,
+                "per_second": bucket.per_second,
+                "cost": cost,
+                "retry_after_seconds": retry_after,
+            },
+            retry_after=retry_after,
+        )

@@ -1,0 +1,75 @@
+"""What keeps the stack answering under load: tenants' request quotas (token buckets) and the database's time
+limits. Parameters only (the buckets run in Valkey, services/gateway/ratelimit.py; the timeouts are set on each
+engine's connections, shared/db.py)."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+
+class Quota(enum.StrEnum):
+    """The separate budgets of a tenant: queries, memories written, documents ingested."""
+
+    QUERIES = "queries"
+    WRITES = "writes"
+    INGEST = "ingest"
+
+
+UNITS = {Quota.QUERIES: "queries", Quota.WRITES: "memories written", Quota.INGEST: "documents ingested"}
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A token bucket: `burst` units at once, refilled at `per_second`."""
+
+    burst: int
+    per_second: float
+
+    def cost_of(self, units: int) -> int:
+        """What a request of `units` takes: more than the burst would never fit, so it takes a full bucket."""
+        return max(1, min(units, self.burst))
+
+    def seconds_until(self, cost: int, tokens: float) -> int:
+        """Whole seconds until `cost` fits in a bucket holding `tokens` (what Retry-After says; at least 1)."""
+        return max(1, math.ceil((cost - tokens) / self.per_second))
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """Per-tenant buckets, shared by every gateway process. The defaults leave ordinary heavy use alone (3,000
+    adds back to back, a 50,000-item batch, 1,000 queries a minute) and stop a runaway client."""
+
+    enabled: bool = True
+    queries: Bucket = Bucket(burst=1_000, per_second=50.0)
+    writes: Bucket = Bucket(burst=100_000, per_second=1_000.0)  # memories: an add is 1, a batch its items
+    ingest: Bucket = Bucket(burst=100, per_second=2.0)  # documents, pages and uploads
+
+    def bucket(self, quota: Quota) -> Bucket:
+        return {Quota.QUERIES: self.queries, Quota.WRITES: self.writes, Quota.INGEST: self.ingest}[quota]
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """PostgreSQL's `statement_timeout` and `lock_timeout` in milliseconds (0: none)."""
+
+    statement_ms: int
+    lock_ms: int
+
+
+NO_TIMEOUTS = Timeouts(0, 0)  # index DDL at start-up: it must finish, however long another process's takes
+
+
+@dataclass(frozen=True)
+class DatabaseLimits:
+    """Time limits by kind of work: a request must answer or give up well within a client's patience, a task
+    may take longer, and the lifecycle cycles' transactions longer still. A timed-out statement fails its
+    request with 503 (the gateway) or its task step, which is retried."""
+
+    gateway: Timeouts = Timeouts(statement_ms=15_000, lock_ms=5_000)
+    worker: Timeouts = Timeouts(statement_ms=300_000, lock_ms=60_000)  # every process but the gateway
+    # decay and merge transactions: longer, within a task's time limit (MNEMOFLOW_TASK_TIME_LIMIT_SECONDS, 15 min)
+    maintenance: Timeouts = Timeouts(statement_ms=600_000, lock_ms=300_000)
+    gateway_pool_size: int = 15  # connections kept, and as many again on demand
+    gateway_pool_timeout_seconds: float = 10.0  # a request waiting longer for a connection is answered 503
