@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Task
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from shared.embedding import reembed
@@ -48,6 +49,7 @@ from workers.app import app, context, redis_client, settings, target_embedder
 
 log = logging.getLogger("mnemoflow.worker")
 MERGE_PENDING_KEY = "mnemoflow:merge:pending"
+DATABASE_AWAY = 5  # seconds before a task that could not reach the database tries again
 DECAY_RUN_IDS = uuid.UUID("6d6e656d-6f66-6c6f-7764-656361790000")  # namespace of scheduled runs' ids
 
 
@@ -67,8 +69,12 @@ def _run_chunk(
     job, seq = message.job_id, message.seq
     summary: dict[str, Any] = {"job_id": str(job), "seq": seq}
     owner = leases.owner_token()
-    with db.session() as session:
-        claim = leases.claim_chunk(session, job, seq, owner=owner, ttl=settings.job_lease_seconds)
+    try:
+        with db.session() as session:
+            claim = leases.claim_chunk(session, job, seq, owner=owner, ttl=settings.job_lease_seconds)
+    except DBAPIError as exc:  # the database is away: the message waits for it, the work unclaimed and uncounted
+        log.warning("job %s chunk %s: cannot reach the database (%s); again in %ss", job, seq, exc, DATABASE_AWAY)
+        raise task.retry(exc=exc, countdown=DATABASE_AWAY) from exc
     attempts = claim.attempts
     if attempts is None and claim.lease_left is not None:
         log.info("job %s chunk %s: claimed by a worker that may have died; again in %.0fs", job, seq, claim.lease_left)
@@ -131,7 +137,11 @@ def ingest_document(self: Task, **kwargs: Any) -> dict[str, Any]:
     """Fetch or read, extract, chunk and plan one document, then send its chunks to the sector queues."""
     message = IngestDocument.received(kwargs)
     db, _ = context()
-    outcome = ingest_pipeline.run_ingest(db, settings, message.job_id)
+    try:
+        outcome = ingest_pipeline.run_ingest(db, settings, message.job_id)
+    except DBAPIError as exc:  # the database went away: its lease runs out, and this message tries again
+        log.warning("[ingest] job %s: cannot reach the database (%s); again in %ss", message.job_id, exc, DATABASE_AWAY)
+        raise self.retry(exc=exc, countdown=DATABASE_AWAY) from exc
     if outcome.retry_in is not None:
         log.warning(
             "[ingest] job %s: attempt failed, retrying in %.0fs: %s", message.job_id, outcome.retry_in, outcome.error
