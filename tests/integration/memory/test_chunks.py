@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from sqlalchemy import text
@@ -58,17 +60,23 @@ def test_bulk_memories_are_queryable_at_once_and_merge_into_the_index(db, engine
     assert before.matches[0][1]["content"] in near
     assert before.matches[0][0].dense_rank is not None  # found by the exact scan of the fresh tier
 
-    while True:
+    def fresh_left() -> int:
         with db.session() as s:
-            moved, _ = engine.merge_fresh(s, limit=7)  # small batches: several rounds
+            return s.execute(
+                text("SELECT count(*) FROM memory_vectors WHERE user_id = :u AND NOT indexed"), {"u": tenant}
+            ).scalar_one()
+
+    # Small batches: several rounds. A worker's merge (store-wide) may hold some rows meanwhile: ours skips
+    # them (SKIP LOCKED) and theirs indexes them, so wait for none to be left rather than for a round of 0.
+    deadline = time.monotonic() + 60
+    while fresh_left() and time.monotonic() < deadline:
+        with db.session() as s:
+            moved, _ = engine.merge_fresh(s, limit=7)
         if moved == 0:
-            break
+            time.sleep(0.1)
     with db.session() as s:
-        left = s.execute(
-            text("SELECT count(*) FROM memory_vectors WHERE user_id = :u AND NOT indexed"), {"u": tenant}
-        ).scalar_one()
         links = s.execute(text("SELECT count(*) FROM waypoints WHERE user_id = :u"), {"u": tenant}).scalar_one()
-    assert left == 0
+    assert fresh_left() == 0
     assert links >= 1  # the two ferry notes linked when they settled
     after = query(db, retriever, tenant, "ferry Harwich pier")
     assert after.matches[0][1]["content"] in near and after.matches[0][0].dense_rank is not None
