@@ -4,17 +4,16 @@
 from __future__ import annotations
 
 import os
-import threading
 import uuid
 
 import pytest
 import redis
 from sqlalchemy import text
 
-from shared.jobs import IngestDocument, Queue, SweepJobs
+from shared.jobs import IngestDocument, Queue
 from shared.queueing import make_celery, send
 from tests.conftest import running, service_env, wait_for_worker, worker_args
-from tests.integration.helpers import wait_until
+from tests.integration.helpers import sweeping, wait_until
 from tests.integration.ingest.test_pipeline import staged
 from tests.unit.ingest import samples
 
@@ -53,27 +52,20 @@ def test_a_document_backlog_is_extracted_once_each_with_no_give_up(db, servers, 
         assert accepted.job_id is not None
         jobs.append(accepted.job_id)
     app = make_celery(isolated, "tests.backlog")
-    done = threading.Event()
-
-    def sweep() -> None:  # beat's job, every second instead of every 15
-        while not done.wait(1.0):
-            send(app, SweepJobs())
-
     name = f"backlog-{uuid.uuid4().hex[:4]}"
     log_path = tmp_path / "worker.log"
-    sweeper = threading.Thread(target=sweep, daemon=True)
     try:
         with running(worker_args(name, queues=(Queue.INGEST, Queue.SWEEP)), env, log_path) as proc:
             wait_for_worker(isolated, name, proc, log_path=log_path)
             send(app, *(IngestDocument(job_id=job_id) for job_id in jobs))
-            sweeper.start()
-            # No embed worker here: a planned document waits in `embedding`, its extraction done.
-            states = wait_until(
-                lambda: (s := _states(db, jobs)) and all(st not in ("queued", "extracting") for st, _, _ in s) and s,
-                timeout=300,
-            )
+            with sweeping(app):  # No embed worker here: a planned document waits in `embedding`, extracted.
+                states = wait_until(
+                    lambda: (
+                        (s := _states(db, jobs)) and all(st not in ("queued", "extracting") for st, _, _ in s) and s
+                    ),
+                    timeout=300,
+                )
     finally:
-        done.set()
         app.close()
     log = log_path.read_text()
     assert "sweeper re-sent" in log  # the backlog did look lost: duplicates were sent

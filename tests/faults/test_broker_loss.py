@@ -3,20 +3,18 @@ With its data, the queued messages are still there; without, the sweeper re-send
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import threading
 
 import pytest
 import redis
 
 from infra.embedded import EmbeddedRedis, free_port
-from shared.jobs import ChunkSpec, Queue, StoreChunk, SweepJobs, embed_queue
+from shared.jobs import ChunkSpec, Queue, StoreChunk, embed_queue
 from shared.queueing import make_celery, send
 from shared.storage import jobs as job_store
 from tests.conftest import running, service_env, wait_for_worker, worker_args
-from tests.integration.helpers import job_state, memory_count, wait_until
+from tests.integration.helpers import job_state, memory_count, sweeping, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -53,14 +51,6 @@ def test_valkey_killed_mid_batch_loses_and_duplicates_nothing(db, servers, setti
     env = service_env(servers, REDIS_URL=url, MNEMOFLOW_JOB_STALL_SECONDS="5")
     job_id = _job(db, tenant)
     app = make_celery(broker, "tests.broker-loss")
-    done = threading.Event()
-
-    def sweep() -> None:  # beat's job; sends fail while Valkey is down, as beat's would
-        while not done.wait(1.0):
-            with contextlib.suppress(Exception):
-                send(app, SweepJobs())
-
-    sweeper = threading.Thread(target=sweep, daemon=True)
     queues = (embed_queue("semantic"), Queue.SWEEP, Queue.MAINTENANCE)
     try:
         with running(worker_args("broker-loss", queues=queues, concurrency=1), env, tmp_path / "w.log") as proc:
@@ -74,12 +64,11 @@ def test_valkey_killed_mid_batch_loses_and_duplicates_nothing(db, servers, setti
             assert valkey.start() == url
             if restarted == "empty":
                 redis.Redis.from_url(url).flushall()
-            sweeper.start()
-            job = wait_until(
-                lambda: (j := job_state(db, job_id))["status"] in ("succeeded", "failed") and j, timeout=180
-            )
+            with sweeping(app):
+                job = wait_until(
+                    lambda: (j := job_state(db, job_id))["status"] in ("succeeded", "failed") and j, timeout=180
+                )
     finally:
-        done.set()
         app.close()
         valkey.stop()
     assert job["status"] == "succeeded", job

@@ -3,20 +3,17 @@ runs out (its attempt counted), the workers' pools reconnect, and every memory i
 
 from __future__ import annotations
 
-import contextlib
-import threading
-
 import pytest
 import redis
 
 from infra.embedded import EmbeddedPostgres
 from infra.migrate import upgrade
 from shared.db import Database, create_db_engine
-from shared.jobs import ChunkSpec, Queue, StoreChunk, SweepJobs, embed_queue
+from shared.jobs import ChunkSpec, Queue, StoreChunk, embed_queue
 from shared.queueing import make_celery, send
 from shared.storage import jobs as job_store
 from tests.conftest import running, service_env, wait_for_worker, worker_args
-from tests.integration.helpers import job_state, memory_count, wait_until
+from tests.integration.helpers import job_state, memory_count, sweeping, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -48,13 +45,6 @@ def test_postgres_restarted_mid_batch_loses_and_duplicates_nothing(servers, sett
         job_store.add_chunks(s, job_id, [ChunkSpec(seq, "semantic", chunk) for seq, chunk in enumerate(items)])
     env = service_env(servers, DATABASE_URL=url, REDIS_URL=broker, MNEMOFLOW_JOB_LEASE_SECONDS="3")
     app = make_celery(mine, "tests.restart")
-    done = threading.Event()
-
-    def sweep() -> None:
-        while not done.wait(1.0):
-            with contextlib.suppress(Exception):
-                send(app, SweepJobs())
-
     queues = (embed_queue("semantic"), Queue.SWEEP, Queue.MAINTENANCE)
     try:
         with running(worker_args("pg-restart", queues=queues, concurrency=2), env, tmp_path / "w.log") as proc:
@@ -63,15 +53,14 @@ def test_postgres_restarted_mid_batch_loses_and_duplicates_nothing(servers, sett
             wait_until(lambda: job_state(db, job_id)["progress_done"] >= PER_CHUNK, interval=0.05)
             postgres.stop()  # a fast shutdown: every session is cut, chunks in flight roll back
             assert wait_until(lambda: _started(postgres), timeout=60) == url
-            threading.Thread(target=sweep, daemon=True).start()
-            job = wait_until(
-                lambda: (j := job_state(db, job_id))["status"] in ("succeeded", "failed") and j, timeout=180
-            )
+            with sweeping(app):
+                job = wait_until(
+                    lambda: (j := job_state(db, job_id))["status"] in ("succeeded", "failed") and j, timeout=180
+                )
         assert job["status"] == "succeeded", job
         assert memory_count(db, tenant) == CHUNKS * PER_CHUNK
         assert job["progress_done"] == CHUNKS * PER_CHUNK
     finally:
-        done.set()
         app.close()
         db.dispose()
         postgres.stop()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -13,8 +16,9 @@ from sqlalchemy import text
 
 from shared.api.memories import MemoryCreate
 from shared.api.query import QueryFilters, QueryRequest, RetrievalOptions
-from shared.jobs import ChunkItem, ChunkSpec
+from shared.jobs import ChunkItem, ChunkSpec, SweepJobs
 from shared.memory.engine import MemoryEngine
+from shared.queueing import send
 from shared.retrieval.service import QueryOutcome, Retriever
 from shared.storage import jobs as job_store
 
@@ -114,3 +118,23 @@ def wait_until(predicate, timeout=90.0, interval=0.1):
 def memory_count(db, tenant):
     with db.session() as s:
         return s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
+
+
+@contextlib.contextmanager
+def sweeping(app: Any, every: float = 1.0) -> Iterator[None]:
+    """Beat's job, faster: send the sweeper's message every `every` s until the block ends (a send fails quietly
+    while the broker is down, as beat's would)."""
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.wait(every):
+            with contextlib.suppress(Exception):
+                send(app, SweepJobs())
+
+    thread = threading.Thread(target=loop, name="test-sweeper", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(5)
