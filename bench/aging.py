@@ -33,6 +33,7 @@ from shared.api.common import SECTORS
 from shared.config import Settings
 from shared.db import Database, create_db_engine
 from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle
+from shared.tenancy import DbRole
 
 
 def compression_of(database: Database, tenants: list[str]) -> dict[str, str]:
@@ -73,7 +74,8 @@ def main() -> None:
     with servers() as srv:
         url = fresh_database(srv.admin_url, "bench_aging")
         settings = Settings(database_url=url, redis_url=srv.redis_url, embedding_provider=args.provider)
-        database = Database(create_db_engine(settings, "mnemoflow.aging", pool_size=2))
+        # store-wide: every copy's rows, and the decay cycle as its task runs it
+        database = Database(create_db_engine(settings, "mnemoflow.aging", pool_size=2, role=DbRole.MAINTENANCE))
         with stack(url, srv.redis_url) as base, httpx.Client(base_url=base, timeout=300) as client:
             health = client.get("/health").json()["embedding"]
             mapping, seconds = store(client, corpus, "native", copies)

@@ -29,7 +29,7 @@ from sqlalchemy import text
 from bench.common import corpus, fresh_database, plain_dsn, servers
 from shared.api.memories import MemoryCreate
 from shared.config import Settings
-from shared.db import Database, create_db_engine
+from shared.db import Database, create_db_engine, schema_session
 from shared.embedding import SyntheticEmbedder
 from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle, format_line
 from shared.memory.engine import MemoryEngine
@@ -37,6 +37,7 @@ from shared.memory.sectors import SECTOR_CONFIGS, SECTORS
 from shared.storage.rows import SectorVector
 from shared.storage.sector_models import ensure_store_model
 from shared.storage.vectors import copy_vectors
+from shared.tenancy import DbRole
 
 DIM = 384
 WORDS = [
@@ -84,7 +85,7 @@ def populate(url: str, size: int) -> float:
             """
         )
     settings = settings_for(url)
-    db = Database(create_db_engine(settings, "mnemoflow.bench"))
+    db = Database(create_db_engine(settings, "mnemoflow.bench", role=DbRole.MAINTENANCE))  # every tenant's rows
     rng = np.random.default_rng(5)
     with db.engine.connect() as conn:
         ids = conn.exec_driver_sql("SELECT id, user_id, primary_sector FROM memories").all()
@@ -127,7 +128,7 @@ def cycle(url: str, now: datetime, *, compression: bool) -> dict:
     settings = settings_for(url)
     if not compression:
         settings = settings.model_copy(update={"compression_threshold": 0.0, "decay_cold_threshold": 0.0})
-    db = Database(create_db_engine(settings, "mnemoflow.bench"))
+    db = Database(create_db_engine(settings, "mnemoflow.bench", role=DbRole.MAINTENANCE))  # as the decay task runs
     try:
         return DecayCycle(db, settings, dict.fromkeys(SECTORS, DIM)).run(
             options=CycleOptions(trigger="operator", ratio=1.0, now=now)
@@ -149,12 +150,13 @@ def storage(admin_url: str, size: int) -> None:
     url = fresh_database(admin_url, "mnemoflow_bench_storage")
     settings = settings_for(url)
     engine = MemoryEngine(settings, SyntheticEmbedder(dim=DIM))
-    db = Database(create_db_engine(settings, "mnemoflow.bench"))
-    with db.session() as session:
+    with schema_session(settings, "mnemoflow.bench") as session:
         ensure_store_model(session, engine.embedder)
+    tenant = Database(create_db_engine(settings, "mnemoflow.bench")).bound("bench")
+    db = Database(create_db_engine(settings, "mnemoflow.bench", role=DbRole.MAINTENANCE))  # merge, decay, checks
     texts = corpus(size)
     for start in range(0, size, 2_000):
-        with db.session() as session:
+        with tenant.session() as session:
             items = [MemoryCreate(content=t) for t in texts[start : start + 2_000]]
             engine.store(session, engine.prepare(items, "bench")[0], settle=False)
     while True:
@@ -201,6 +203,7 @@ def storage(admin_url: str, size: int) -> None:
     cycle.run(options=CycleOptions(trigger="operator", ratio=1.0, now=now + timedelta(seconds=1)))
     fingerprinted = measure("fingerprinted")
     db.dispose()
+    tenant.dispose()
     print(
         f"  compressed = {compressed['total'] / hot['total']:.0%} of hot, "
         f"fingerprinted = {fingerprinted['total'] / hot['total']:.0%} of hot (target <= 25%); "
@@ -218,10 +221,8 @@ def main() -> None:
         if args.size:
             url = fresh_database(srv.admin_url, "mnemoflow_bench_decay")
             settings = settings_for(url)
-            db = Database(create_db_engine(settings, "mnemoflow.bench"))
-            with db.session() as session:
+            with schema_session(settings, "mnemoflow.bench") as session:
                 ensure_store_model(session, SyntheticEmbedder(dim=DIM))
-            db.dispose()
             seconds = populate(url, args.size)
             print(f"decay speed, {args.size:,} memories (populated in {seconds:.0f}s):")
             now = datetime.now(UTC)

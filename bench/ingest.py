@@ -28,7 +28,7 @@ from pgvector.psycopg import register_vector
 from bench.common import bench_settings, corpus, fresh_database, plain_dsn, servers, stack
 from shared.api.memories import MemoryCreate
 from shared.config import Settings
-from shared.db import Database, create_db_engine
+from shared.db import schema_session
 from shared.embedding.factory import create_embedder, embedder_for
 from shared.memory.engine import MemoryEngine
 from shared.storage.sector_models import ensure_store_model
@@ -44,10 +44,8 @@ def baseline_copy(database_url: str, texts: list[str], *, indexed: bool) -> tupl
     """
     settings = bench_settings(database_url)
     engine = MemoryEngine(settings, create_embedder(settings))
-    db = Database(create_db_engine(settings, "mnemoflow.bench", pool_size=1))
-    with db.session() as session:  # the provider's dimension gets its HNSW index, as in a real store
+    with schema_session(settings, "mnemoflow.bench") as session:  # the model's HNSW index, as in a real store
         ensure_store_model(session, engine.embedder)
-    db.dispose()
     started = time.perf_counter()
     prepared, _ = engine.prepare([MemoryCreate(content=t) for t in texts], USER)
     prepare_s = time.perf_counter() - started

@@ -70,7 +70,7 @@ def main() -> None:
         url = fresh_database(srv.admin_url, "bench_lexical")
         settings = bench_settings(url)
         engine = MemoryEngine(settings, create_embedder(settings))
-        db = Database(create_db_engine(settings, "mnemoflow.bench"))
+        db = Database(create_db_engine(settings, "mnemoflow.bench")).bound(USER)
         texts = corpus(args.size)
         seconds = load(engine, db, plain_dsn(url), texts)
         print(f"stored and counted {args.size:,} memories in {seconds:.0f} s", flush=True)

@@ -35,6 +35,7 @@ from shared.api.memories import MemoryCreate
 from shared.db import Database, create_db_engine
 from shared.embedding.factory import create_embedder
 from shared.memory.engine import MemoryEngine
+from shared.tenancy import DbRole
 
 USER = "bench"
 
@@ -43,18 +44,20 @@ def load(database_url: str, texts: list[str], batch: int = 2_000) -> float:
     """Store the corpus through the engine's own write path (insert + waypoints), in batches."""
     settings = bench_settings(database_url)
     engine = MemoryEngine(settings, create_embedder(settings))
-    db = Database(create_db_engine(settings, "mnemoflow.bench"))
+    db = Database(create_db_engine(settings, "mnemoflow.bench")).bound(USER)  # the tenant's writes
+    store_wide = Database(create_db_engine(settings, "mnemoflow.bench.merge", role=DbRole.MAINTENANCE))
     started = time.perf_counter()
     for start in range(0, len(texts), batch):
         items = [MemoryCreate(content=t) for t in texts[start : start + batch]]
         with db.session() as session:
             engine.store(session, engine.prepare(items, USER)[0], settle=False)
     while True:  # the background merge, run to completion here so the index is settled
-        with db.session() as session:
+        with store_wide.session() as session:
             merged, _ = engine.merge_fresh(session, limit=settings.merge_batch_size, analyze=True)
         if not merged:
             break
     db.dispose()
+    store_wide.dispose()
     with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
     return time.perf_counter() - started
@@ -64,7 +67,8 @@ def load_bulk(database_url: str, texts: list[str], batch: int = 10_000, link_chu
     """The same rows as `load`, for a million memories: index once, then count and link in bulk."""
     settings = bench_settings(database_url)
     engine = MemoryEngine(settings, create_embedder(settings))
-    db = Database(create_db_engine(settings, "mnemoflow.bench"))
+    db = Database(create_db_engine(settings, "mnemoflow.bench")).bound(USER)  # the tenant's writes
+    store_wide = Database(create_db_engine(settings, "mnemoflow.bench.merge", role=DbRole.MAINTENANCE))
     dsn = plain_dsn(database_url)
     started = time.perf_counter()
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -97,12 +101,13 @@ def load_bulk(database_url: str, texts: list[str], batch: int = 10_000, link_chu
 
     def settle(chunk: tuple[str, list[uuid.UUID]]) -> int:
         sector, ids = chunk
-        with db.session() as session:
+        with store_wide.session() as session:  # what the merge does
             return engine.settle(session, {sector: ids})
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         links = sum(pool.map(settle, chunks))
     db.dispose()
+    store_wide.dispose()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
     print(f"  counted and linked ({links:,} waypoints, {time.perf_counter() - started:.0f} s)", flush=True)

@@ -88,16 +88,16 @@ class Evaluator:
         missing = [q for q in questions if (config, q.id) not in self.cache]
         if missing:
             retriever = self.retriever(config)
-            with self.db.session() as session:
-                for q in missing:
-                    request = QueryRequest(query=q.text, k=10, reinforce=False, filters=QueryFilters(min_score=0.0))
+            for q in missing:
+                request = QueryRequest(query=q.text, k=10, reinforce=False, filters=QueryFilters(min_score=0.0))
+                with self.db.reading(q.tenant) as session:
                     outcome = retriever.query(session, q.tenant, request)
-                    ranked = [self.mapping[q.tenant].get(str(c.id), set()) for c, _ in outcome.matches]
-                    if self.corpus.name == "locomo":
-                        values = {"R@5": recall_at(ranked, q.gold, 5), "R@10": recall_at(ranked, q.gold, 10)}
-                    else:
-                        values = {"nDCG@10": ndcg_at_10(ranked, q.gold), "R@10": recall_at(ranked, q.gold, 10)}
-                    self.cache[(config, q.id)] = values
+                ranked = [self.mapping[q.tenant].get(str(c.id), set()) for c, _ in outcome.matches]
+                if self.corpus.name == "locomo":
+                    values = {"R@5": recall_at(ranked, q.gold, 5), "R@10": recall_at(ranked, q.gold, 10)}
+                else:
+                    values = {"nDCG@10": ndcg_at_10(ranked, q.gold), "R@10": recall_at(ranked, q.gold, 10)}
+                self.cache[(config, q.id)] = values
         return [self.cache[(config, q.id)] for q in questions]
 
     def mean(self, config: Config, questions: list[Question], metric: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 import re
@@ -12,11 +13,12 @@ from typing import Any
 
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row, namedtuple_row
-from sqlalchemy import Engine, create_engine, event, exc, text
+from sqlalchemy import URL, Engine, create_engine, event, exc, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from shared.backpressure import Timeouts
 from shared.config import Settings, normalize_database_url
+from shared.tenancy import DbRole, bind_tenants, declare_tenants, require_role, role_options
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +31,18 @@ def create_db_engine(
     max_overflow: int | None = None,
     pool_timeout: float = 30.0,
     timeouts: Timeouts | None = None,
+    role: DbRole = DbRole.APP,
 ) -> Engine:
-    """An engine for this process; `application_name` shows in pg_stat_activity. `max_overflow`: connections
-    opened beyond `pool_size` on demand (default: as many again). `timeouts`: each connection's statement and
-    lock timeouts (default: the workers', `settings.database_limits.worker`)."""
+    """An engine for this process; `application_name` shows in pg_stat_activity. Its connections act as `role`
+    (shared/tenancy.py): the app role by default, which sees only the rows of a session's tenant. `max_overflow`:
+    connections opened beyond `pool_size` on demand (default: as many again). `timeouts`: each connection's
+    statement and lock timeouts (default: the workers', `settings.database_limits.worker`)."""
     if not settings.database_url:
         raise RuntimeError("DATABASE_URL is not set; start the stack with `mnemoflow up` or set it")
     limits = timeouts or settings.database_limits.worker
+    url = make_url(normalize_database_url(settings.database_url))
     engine = create_engine(
-        normalize_database_url(settings.database_url),
+        url,
         pool_size=pool_size,
         max_overflow=pool_size if max_overflow is None else max_overflow,
         pool_timeout=pool_timeout,
@@ -46,9 +51,12 @@ def create_db_engine(
         # statements (psycopg prepares a statement on its fifth run on a connection); in FIFO order a query
         # went round all of them, and on each its statements ran unprepared and its backend's caches cold.
         pool_use_lifo=True,
-        connect_args={"application_name": application_name},
+        connect_args={"application_name": application_name, "options": role_options(role, _url_options(url))},
     )
     event.listen(engine, "checkout", _check_alive)
+    require_role(engine, role)
+    if role is DbRole.APP:
+        bind_tenants(engine)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):
@@ -67,6 +75,12 @@ def create_db_engine(
         dbapi_connection.commit()
 
     return engine
+
+
+def _url_options(url: URL) -> str | None:
+    """The libpq `options` DATABASE_URL already gives (kept: the role is added to them)."""
+    value = url.query.get("options")
+    return " ".join(value) if isinstance(value, tuple) else value
 
 
 def _check_alive(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
@@ -91,31 +105,44 @@ def _check_alive(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
 
 
 class Database:
-    """The engine and session factory of one process."""
+    """The engine and session factory of one process.
 
-    def __init__(self, engine: Engine) -> None:
+    On the app role's engine a session acts for a tenant (`session(tenant)`, `reading(tenant)`, or the tenant this
+    view was `bound` to) and sees only its rows; without one it sees none. The maintenance role's sees every row."""
+
+    def __init__(self, engine: Engine, tenant: str | None = None) -> None:
         self.engine = engine
+        self.tenant = tenant
         self._sessions = sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
         # Reads that need no transaction: in READ COMMITTED every statement takes its own snapshot either way,
         # so BEGIN and COMMIT would be two round trips that change nothing.
         self._readers = sessionmaker(
             bind=engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False, autoflush=False
         )
+        declare_tenants(self._sessions)
+        declare_tenants(self._readers)
+
+    def bound(self, tenant: str) -> Database:
+        """This database acting for `tenant` (same engine and pool): what a tenant's task hands to services."""
+        view = copy.copy(self)
+        view.tenant = tenant
+        return view
 
     @contextlib.contextmanager
-    def reading(self) -> Iterator[Session]:
+    def reading(self, tenant: str | None = None) -> Iterator[Session]:
         """A session for reads only, each statement on its own (autocommit): the query path's."""
-        session = self._readers()
+        session = self._readers(info={"tenant": tenant or self.tenant})
         try:
             yield session
         finally:
             session.close()
 
     @contextlib.contextmanager
-    def session(self, *, timeouts: Timeouts | None = None) -> Iterator[Session]:
-        """One unit of work: committed when the block ends, rolled back on error. `timeouts`: this transaction's
-        own statement and lock timeouts instead of the engine's (the lifecycle cycles' long steps)."""
-        session = self._sessions()
+    def session(self, tenant: str | None = None, *, timeouts: Timeouts | None = None) -> Iterator[Session]:
+        """One unit of work for `tenant` (default: the tenant this view is bound to): committed when the block ends,
+        rolled back on error. `timeouts`: this transaction's own statement and lock timeouts instead of the
+        engine's (the lifecycle cycles' long steps)."""
+        session = self._sessions(info={"tenant": tenant or self.tenant})
         try:
             if timeouts is not None:
                 set_timeouts(session, timeouts)
@@ -137,6 +164,18 @@ def set_timeouts(session: Session, timeouts: Timeouts) -> None:
         text("SELECT set_config('statement_timeout', :s, true), set_config('lock_timeout', :l, true)"),
         {"s": str(int(timeouts.statement_ms)), "l": str(int(timeouts.lock_ms))},
     )
+
+
+@contextlib.contextmanager
+def schema_session(settings: Settings, application_name: str) -> Iterator[Session]:
+    """A session as the tables' owner (DATABASE_URL's own user) on a connection of its own, closed after: for what
+    only the owner may do, at start-up (the vector indexes of a new model's dimensions)."""
+    database = Database(create_db_engine(settings, application_name, pool_size=1, role=DbRole.OWNER))
+    try:
+        with database.session() as session:
+            yield session
+    finally:
+        database.dispose()
 
 
 _BIND = re.compile(r"(?<![:\w]):(\w+)")

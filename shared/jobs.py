@@ -119,6 +119,7 @@ class StoreChunk(_ChunkMessage):
     """Embed and store one chunk of a batch or ingest job."""
 
     task = TaskName.STORE_CHUNK
+    user_id: str  # whose job it is: the worker acts for this tenant, and the database shows it nothing else
 
 
 class ReembedChunk(_ChunkMessage):
@@ -127,10 +128,12 @@ class ReembedChunk(_ChunkMessage):
     task = TaskName.REEMBED_CHUNK
 
 
-def chunk_message(kind: str, job_id: uuid.UUID, seq: int, sector: str) -> StoreChunk | ReembedChunk:
-    """The message that processes a chunk of a job of `kind` (the sweeper re-sends chunks of every kind)."""
-    message = ReembedChunk if kind == JobKind.REEMBED else StoreChunk
-    return message(job_id=job_id, seq=seq, sector=sector)
+def chunk_message(kind: str, job_id: uuid.UUID, seq: int, sector: str, user_id: str) -> StoreChunk | ReembedChunk:
+    """The message that processes a chunk of a job of `kind` (the sweeper re-sends chunks of every kind); a
+    re-embed is the store's, not `user_id`'s."""
+    if kind == JobKind.REEMBED:
+        return ReembedChunk(job_id=job_id, seq=seq, sector=sector)
+    return StoreChunk(job_id=job_id, seq=seq, sector=sector, user_id=user_id)
 
 
 class IngestDocument(Message):
@@ -138,6 +141,7 @@ class IngestDocument(Message):
 
     task = TaskName.INGEST_DOCUMENT
     job_id: uuid.UUID
+    user_id: str  # whose document it is (see StoreChunk)
 
 
 class PlanReembed(Message):

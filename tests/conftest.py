@@ -66,7 +66,8 @@ def settings(servers: dict[str, str]) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def db(settings: Settings) -> Iterator[object]:
+def app_db(settings: Settings) -> Iterator[object]:
+    """The app role's database, as the gateway and the workers have it: a session sees only its tenant's rows."""
     from shared.db import Database, create_db_engine
 
     database = Database(create_db_engine(settings, "mnemoflow.tests", pool_size=4))
@@ -74,19 +75,42 @@ def db(settings: Settings) -> Iterator[object]:
     database.dispose()
 
 
+@pytest.fixture
+def db(app_db, tenant: str) -> object:
+    """The app role acting for this test's tenant, as a tenant's request or task does (`db.session(other)`: for
+    another tenant). Store-wide work and checks take `maintenance`."""
+    return app_db.bound(tenant)
+
+
+@pytest.fixture(scope="session")
+def maintenance(settings: Settings) -> Iterator[object]:
+    """The maintenance role's database, as store-wide tasks have it (decay, merge, re-embed, the sweeper)."""
+    from shared.db import Database, create_db_engine
+    from shared.tenancy import DbRole
+
+    database = Database(create_db_engine(settings, "mnemoflow.tests.maintenance", pool_size=4, role=DbRole.MAINTENANCE))
+    yield database
+    database.dispose()
+
+
 @pytest.fixture(scope="session")
 def make_store(servers: dict[str, str]) -> Iterator[object]:
-    """Factory of extra migrated databases, for tests that need a store of their own (another model, say)."""
+    """Factory of extra migrated databases, for tests that need a store of their own (another model, say): its
+    URL and its app role's database (`role=DbRole.MAINTENANCE`: the maintenance role's, of a store already made)."""
     from shared.db import Database, create_db_engine
+    from shared.tenancy import DbRole
 
     opened: list[Database] = []
+    urls: dict[str, str] = {}
 
-    def make(name: str) -> tuple[str, Database]:
-        url = recreate_database(servers["admin_url"], f"mnemoflow_test_{name}")
-        upgrade(url)
-        database = Database(create_db_engine(Settings(database_url=url), f"mnemoflow.tests.{name}", pool_size=2))
-        opened.append(database)
-        return url, database
+    def make(name: str, role: DbRole = DbRole.APP) -> tuple[str, Database]:
+        if name not in urls:
+            urls[name] = recreate_database(servers["admin_url"], f"mnemoflow_test_{name}")
+            upgrade(urls[name])
+        url = urls[name]
+        engine = create_db_engine(Settings(database_url=url), f"mnemoflow.tests.{name}", pool_size=2, role=role)
+        opened.append(Database(engine))
+        return url, opened[-1]
 
     yield make
     for database in opened:

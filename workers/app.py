@@ -17,7 +17,7 @@ from celery import signals
 
 from shared import worker_status
 from shared.config import get_settings
-from shared.db import Database, create_db_engine
+from shared.db import Database, create_db_engine, schema_session
 from shared.embedding import EmbeddingProvider
 from shared.embedding.factory import create_embedder, create_sector_embedders, embedder_for
 from shared.errors import MnemoflowError
@@ -35,6 +35,7 @@ from shared.logs import configure_logging
 from shared.memory.engine import MemoryEngine
 from shared.queueing import make_celery
 from shared.storage.sector_models import StoreModel, ensure_store_model_for
+from shared.tenancy import DbRole
 
 settings = get_settings()
 # Checked at import, so every process built on this app (worker, beat, Flower) refuses to start open.
@@ -56,7 +57,8 @@ log = logging.getLogger("mnemoflow.worker")
 class WorkerContext:
     """Per-process resources, built in worker_process_init (never at import, never shared across a fork)."""
 
-    db: Database | None = None
+    db: Database | None = None  # the app role: a tenant's task binds it to the tenant its message names
+    maintenance: Database | None = None  # the maintenance role: store-wide tasks (decay, merge, re-embed, sweep)
     engine: MemoryEngine | None = None
     redis: redis.Redis | None = None
     targets: dict[StoreModel, EmbeddingProvider] = {}  # re-embed targets, loaded on first use
@@ -67,25 +69,32 @@ class WorkerContext:
         if cls.engine is not None:
             return
         db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2))
+        maintenance = Database(
+            create_db_engine(settings, "mnemoflow.worker.maintenance", pool_size=2, role=DbRole.MAINTENANCE)
+        )
         try:
             embedder = create_embedder(settings)
             sector_embedders = create_sector_embedders(settings, embedder)
-            with db.session() as session:
+            with schema_session(settings, "mnemoflow.worker.start") as session:
                 ensure_store_model_for(session, sector_embedders, settings)
             engine = MemoryEngine(settings, embedder, sector_embedders=sector_embedders)
         except BaseException:
             db.dispose()
+            maintenance.dispose()
             raise
-        cls.db, cls.engine = db, engine
+        cls.db, cls.maintenance, cls.engine = db, maintenance, engine
         cls.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=5)
 
     @classmethod
     def close(cls) -> None:
         if cls.db is not None:
             cls.db.dispose()
+        if cls.maintenance is not None:
+            cls.maintenance.dispose()
         if cls.redis is not None:
             cls.redis.close()
         cls.db = None
+        cls.maintenance = None
         cls.engine = None
         cls.redis = None
         cls.targets = {}
@@ -214,6 +223,14 @@ def context() -> tuple[Database, MemoryEngine]:
     if WorkerContext.db is None or WorkerContext.engine is None:
         raise RuntimeError("this worker process has no database: its start-up failed (see its log)")
     return WorkerContext.db, WorkerContext.engine
+
+
+def store_wide() -> Database:
+    """The process's maintenance-role database, for store-wide tasks (opened lazily like `context`)."""
+    WorkerContext.open()
+    if WorkerContext.maintenance is None:
+        raise RuntimeError("this worker process has no database: its start-up failed (see its log)")
+    return WorkerContext.maintenance
 
 
 def target_embedder(target: StoreModel) -> EmbeddingProvider:

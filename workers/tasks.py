@@ -11,6 +11,7 @@ from celery import Task
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from shared.db import Database
 from shared.embedding import reembed
 from shared.embedding.calls import EmbeddingFailed
 from shared.embedding.local import ModelUnavailable
@@ -45,7 +46,7 @@ from shared.storage import documents as document_store
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import jobs as job_store
 from shared.storage import waypoints as waypoint_store
-from workers.app import app, context, redis_client, settings, target_embedder
+from workers.app import app, context, redis_client, settings, store_wide, target_embedder
 
 log = logging.getLogger("mnemoflow.worker")
 MERGE_PENDING_KEY = "mnemoflow:merge:pending"
@@ -58,14 +59,19 @@ def send(*messages: Message) -> None:
 
 
 def _run_chunk(
-    task: Task, message: StoreChunk | ReembedChunk, work: Callable[[Session, uuid.UUID, int, str], Any], *, purpose: str
+    task: Task,
+    message: StoreChunk | ReembedChunk,
+    work: Callable[[Session, uuid.UUID, int, str], Any],
+    *,
+    purpose: str,
+    db: Database,
 ) -> tuple[dict[str, Any], Any]:
-    """Claim the chunk (the attempt counts here), run `work` in one transaction, and on error record it and retry
-    with backoff. A duplicate message finds the chunk claimed or done and leaves without counting an attempt.
+    """Claim the chunk (the attempt counts here), run `work` in one transaction on `db` (a tenant's, or the store's
+    for a re-embed), and on error record it and retry with backoff. A duplicate message finds the chunk claimed or
+    done and leaves without counting an attempt.
 
     Returns the task's result and what `work` returned (None when skipped or failed for good).
     """
-    db, _ = context()
     job, seq = message.job_id, message.seq
     summary: dict[str, Any] = {"job_id": str(job), "seq": seq}
     owner = leases.owner_token()
@@ -114,12 +120,12 @@ def _run_chunk(
 def store_chunk(self: Task, **kwargs: Any) -> dict[str, Any]:
     """Embed and store one chunk of a batch or ingest job; a redelivered or duplicate message finds it done."""
     message = StoreChunk.received(kwargs)
-    _, engine = context()
+    db, engine = context()
 
     def work(session: Session, job_id: uuid.UUID, seq: int, owner: str) -> str | None:
         return store_job_chunk(engine, session, job_id, seq, owner)
 
-    result, status = _run_chunk(self, message, work, purpose=JobKind.BATCH)
+    result, status = _run_chunk(self, message, work, purpose=JobKind.BATCH, db=db.bound(message.user_id))
     if status is not None:
         schedule_merge()
         result["job_status"] = status
@@ -138,7 +144,7 @@ def ingest_document(self: Task, **kwargs: Any) -> dict[str, Any]:
     message = IngestDocument.received(kwargs)
     db, _ = context()
     try:
-        outcome = ingest_pipeline.run_ingest(db, settings, message.job_id)
+        outcome = ingest_pipeline.run_ingest(db.bound(message.user_id), settings, message.job_id)
     except DBAPIError as exc:  # the database went away: its lease runs out, and this message tries again
         log.warning("[ingest] job %s: cannot reach the database (%s); again in %ss", message.job_id, exc, DATABASE_AWAY)
         raise self.retry(exc=exc, countdown=DATABASE_AWAY) from exc
@@ -155,8 +161,7 @@ def ingest_document(self: Task, **kwargs: Any) -> dict[str, Any]:
 def reembed_plan(**kwargs: Any) -> dict[str, Any]:
     """Split what is left to re-embed into chunks on the sector queues (or finish when nothing is left)."""
     job_id = PlanReembed.received(kwargs).job_id
-    db, _ = context()
-    with db.session() as session:
+    with store_wide().session() as session:
         chunks = reembed.plan_round(session, job_id)
     send(*(ReembedChunk(job_id=job_id, seq=chunk.seq, sector=chunk.sector) for chunk in chunks))
     if not chunks:
@@ -181,7 +186,7 @@ def reembed_chunk(self: Task, **kwargs: Any) -> dict[str, Any]:
             owner=owner,
         )
 
-    result, all_done = _run_chunk(self, message, work, purpose=JobKind.REEMBED)
+    result, all_done = _run_chunk(self, message, work, purpose=JobKind.REEMBED, db=store_wide())
     if all_done:
         send(FinishReembed(job_id=message.job_id))
     return result
@@ -191,8 +196,7 @@ def reembed_chunk(self: Task, **kwargs: Any) -> dict[str, Any]:
 def reembed_finish(**kwargs: Any) -> dict[str, Any]:
     """Switch the store to the new model once nothing else is left; otherwise plan another round."""
     job_id = FinishReembed.received(kwargs).job_id
-    db, _ = context()
-    with db.session() as session:
+    with store_wide().session() as session:
         outcome = reembed.finish(session, job_id)
     if outcome == "replan":
         send(PlanReembed(job_id=job_id))
@@ -214,9 +218,9 @@ def merge_fresh(**kwargs: Any) -> dict[str, Any]:
     """One run of the merge cycle (shared/lifecycle/merge_cycle.py), continued in a fresh task when its time
     budget runs out with work left."""
     MergeFresh.received(kwargs)
-    db, engine = context()
+    _, engine = context()
     redis_client().delete(MERGE_PENDING_KEY)  # chunks finishing from now on schedule another run
-    outcome = MergeCycle(db, engine, settings, embed_backlog=lambda: embed_backlog(redis_client())).run()
+    outcome = MergeCycle(store_wide(), engine, settings, embed_backlog=lambda: embed_backlog(redis_client())).run()
     if outcome.skipped:
         return {"skipped": "another merge is running"}
     if outcome.unfinished:
@@ -231,6 +235,7 @@ def reinforce_hits(**kwargs: Any) -> dict[str, Any]:
     the reinforcement stands and the next hit tries again)."""
     message = ReinforceHits.received(kwargs)
     db, engine = context()
+    db = db.bound(message.user_id)
     with db.session() as session:
         applied = reinforcement.reinforce_hits(
             engine,
@@ -264,10 +269,10 @@ def reinforce_batch(**kwargs: Any) -> dict[str, Any]:
 
 
 def decay_cycle_runner() -> DecayCycle:
-    db, engine = context()
+    _, engine = context()
     client = redis_client()
     return DecayCycle(
-        db,
+        store_wide(),
         settings,
         {sector: provider.dim for sector, provider in engine.embedders.items()},
         active_queries=lambda: active_queries(client),
@@ -302,17 +307,16 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
     job_stall_seconds after it was sent): chunks, the next step of re-embed and ingest jobs, operators' decay
     runs still queued, and decay runs left running by a dead process."""
     SweepJobs.received(kwargs)
-    db, _ = context()
     stall = settings.job_stall_seconds
-    with db.session() as session:
+    with store_wide().session() as session:
         stalled = job_store.stalled_chunks(session, older_than_seconds=stall)
         job_store.mark_enqueued(session, stalled)
         idle = job_store.idle_open_jobs(session, JobKind.REEMBED, older_than_seconds=stall)
         ingests = document_store.stalled_ingest_jobs(session, stall_seconds=stall)
-        for job_id in [job["id"] for job in idle] + ingests:
+        for job_id in [job["id"] for job in idle] + [job_id for job_id, _ in ingests]:
             job_store.touch_job(session, job_id)
         runs = decay_runs.queued_runs(session, older_than_seconds=stall) + decay_runs.orphaned_runs(session)
-    send(*(chunk_message(chunk.kind, chunk.job_id, chunk.seq, chunk.sector) for chunk in stalled))
+    send(*(chunk_message(chunk.kind, chunk.job_id, chunk.seq, chunk.sector, chunk.user_id) for chunk in stalled))
     # a re-embed's planning or its final step was lost: the job knows which one is due
     send(
         *(
@@ -320,7 +324,8 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
             for job in idle
         )
     )
-    send(*(IngestDocument(job_id=job_id) for job_id in ingests))  # the document's status says which step is due
+    # the document's status says which step is due
+    send(*(IngestDocument(job_id=job_id, user_id=user_id) for job_id, user_id in ingests))
     send(*(RunDecayCycle(run_id=run["id"], ratio=run["ratio"], trigger=run["trigger"]) for run in runs))
     steps = len(idle) + len(ingests) + len(runs)
     if stalled or steps:
@@ -332,8 +337,7 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
 def prune_embed_logs(**kwargs: Any) -> dict[str, Any]:
     """Keep embed_logs to the retention period (MNEMOFLOW_EMBED_LOG_RETENTION_DAYS)."""
     PruneEmbedLogs.received(kwargs)
-    db, _ = context()
-    with db.session() as session:
+    with store_wide().session() as session:
         removed = embed_log_store.prune_embed_logs(session, older_than_days=settings.embed_log_retention_days)
     log.info("[embed_logs] removed %d rows older than %s days", removed, settings.embed_log_retention_days)
     return {"removed": removed}
@@ -343,9 +347,8 @@ def prune_embed_logs(**kwargs: Any) -> dict[str, Any]:
 def prune_applied_events(**kwargs: Any) -> dict[str, Any]:
     """Forget event ids older than any redelivery can be (MNEMOFLOW_APPLIED_EVENT_RETENTION_DAYS)."""
     PruneAppliedEvents.received(kwargs)
-    db, _ = context()
     days = settings.applied_event_retention_days
-    with db.session() as session:
+    with store_wide().session() as session:
         removed = job_store.prune_applied_events(session, older_than_days=days)
     log.info("[events] forgot %d applied event ids older than %s days", removed, days)
     return {"removed": removed}
@@ -355,9 +358,8 @@ def prune_applied_events(**kwargs: Any) -> dict[str, Any]:
 def prune_waypoints(**kwargs: Any) -> dict[str, Any]:
     """Drop association links weaker than the prune threshold (architecture seed: weekly, < 0.05)."""
     PruneWaypoints.received(kwargs)
-    db, _ = context()
     below = settings.waypoints.prune_below
-    with db.session() as session:
+    with store_wide().session() as session:
         removed = waypoint_store.prune_waypoints(session, below=below)
     log.info("[waypoints] pruned %d links below %.2f", removed, below)
     return {"removed": removed}

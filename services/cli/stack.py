@@ -29,7 +29,7 @@ from services.cli.children import (
 )
 from services.cli.supervisor import Supervisor
 from shared.config import Settings
-from shared.db import Database, create_db_engine
+from shared.db import schema_session
 from shared.embedding.factory import create_embedder, create_sector_embedders
 from shared.errors import MnemoflowError
 from shared.storage.sector_models import ensure_store_model_for
@@ -92,14 +92,11 @@ class Stack:
         """Load the configured model once and refuse a store whose vectors came from another one."""
         settings = self.settings.model_copy(update={"database_url": self.database_url})
         embedder = create_embedder(settings)
-        db = Database(create_db_engine(settings, "mnemoflow.launcher", pool_size=1))
         try:
-            with db.session() as session:
+            with schema_session(settings, "mnemoflow.launcher") as session:
                 ensure_store_model_for(session, create_sector_embedders(settings, embedder), settings)
         except MnemoflowError as exc:
             raise RuntimeError(exc.message) from exc
-        finally:
-            db.dispose()
         self.say(f"embeddings: {embedder.name} ({embedder.model}, {embedder.dim} dimensions)")
 
     def child_env(self) -> dict[str, str]:

@@ -20,7 +20,7 @@ from services.gateway.routers import documents, ingest, maintenance, memory, que
 from services.gateway.state import GatewayState
 from shared import __version__
 from shared.config import OpenAccessRefused, Settings, get_settings
-from shared.db import Database, create_db_engine
+from shared.db import Database, create_db_engine, schema_session
 from shared.embedding import EmbeddingProvider
 from shared.embedding.cache import CachedEmbedder
 from shared.embedding.factory import create_embedder, create_sector_embedders
@@ -30,6 +30,7 @@ from shared.queueing import make_celery
 from shared.retrieval.hot_rows import HotRowCache
 from shared.retrieval.service import Retriever
 from shared.storage.sector_models import ensure_store_model_for
+from shared.tenancy import DbRole
 
 log = logging.getLogger("mnemoflow.gateway")
 
@@ -69,9 +70,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if threads
             else None
         )
+        store_wide = Database(
+            create_db_engine(
+                settings, "mnemoflow.gateway.maintenance", pool_size=2, role=DbRole.MAINTENANCE, timeouts=limits.gateway
+            )
+        )
         embedder = create_embedder(settings)
         sector_embedders = create_sector_embedders(settings, embedder)
-        with db.session() as session:
+        with schema_session(settings, "mnemoflow.gateway.start") as session:
             ensure_store_model_for(session, sector_embedders, settings)
         redis_client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2, socket_connect_timeout=2)
         ttl = settings.query_embedding_cache_ttl_seconds
@@ -88,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.mnemoflow = GatewayState(
             settings=settings,
             db=db,
+            maintenance=store_wide,
             engine=MemoryEngine(settings, embedder, sector_embedders=sector_embedders),
             retriever=Retriever(
                 settings,
@@ -100,7 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             limiter=RateLimiter(redis_client, settings.rate_limits),
             lexical_db=lexical_db,
         )
-        document_counts = metrics.DocumentsCollector(db)
+        document_counts = metrics.DocumentsCollector(store_wide)
         REGISTRY.register(document_counts)
         cache_counts = metrics.HotRowCacheCollector(row_cache) if row_cache else None
         if cache_counts:
@@ -119,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             db.dispose()
             if lexical_db:
                 lexical_db.dispose()
+            store_wide.dispose()
             redis_client.close()
 
     app = FastAPI(

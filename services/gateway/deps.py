@@ -22,23 +22,18 @@ async def get_state(request: Request) -> GatewayState:
 StateDep = Annotated[GatewayState, Depends(get_state)]
 
 
-def get_work(state: StateDep) -> Iterator[UnitOfWork]:
-    """The request's unit of work: it commits when the route returns, before the response is sent (the
-    dependency's function scope), and its messages go out after the commit."""
-    with state.unit_of_work() as work:
-        yield work
-
-
-WorkDep = Annotated[UnitOfWork, Depends(get_work, scope="function")]
-
-
 class Principal:
-    """Who is calling: the tenant bound to their API key, or anyone when no keys are configured."""
+    """Who is calling: the tenant bound to their API key, or anyone when no keys are configured.
+
+    What it allows is what the request's unit of work acts as: the tenant `tenant()` resolved (the app role, that
+    tenant's rows only), else the whole store once `require_admin()` passed (the maintenance role), else nobody."""
 
     def __init__(self, bound_tenant: str | None, default_user_id: str, *, is_admin: bool = False) -> None:
         self.bound_tenant = bound_tenant
         self.default_user_id = default_user_id
         self.is_admin = is_admin
+        self.acting_for: str | None = None
+        self.store_wide = False
 
     def require_admin(self) -> None:
         """Store-wide actions need the operator key (MNEMOFLOW_ADMIN_API_KEY) once API keys are configured."""
@@ -46,6 +41,11 @@ class Principal:
             raise Forbidden(
                 "this action concerns the whole store: call it with the operator key (MNEMOFLOW_ADMIN_API_KEY)"
             )
+        self.store_wide = True
+
+    def acting(self) -> tuple[str | None, bool]:
+        """(tenant, store-wide): whom the request's database work is for, as far as it was allowed."""
+        return self.acting_for, self.store_wide and self.acting_for is None
 
     def tenant(self, *requested: str | None) -> str:
         """The tenant this request acts for; a key bound to another tenant gets 403."""
@@ -54,10 +54,15 @@ class Principal:
             raise Forbidden(f"conflicting user_id values in one request: {', '.join(sorted(asked))}")
         wanted = next(iter(asked), None)
         if self.bound_tenant is None:
-            return wanted or self.default_user_id
-        if wanted is not None and wanted != self.bound_tenant:
+            tenant = wanted or self.default_user_id
+        elif wanted is not None and wanted != self.bound_tenant:
             raise Forbidden(f"this API key belongs to user_id {self.bound_tenant!r}, not {wanted!r}")
-        return self.bound_tenant
+        else:
+            tenant = self.bound_tenant
+        if self.acting_for not in (None, tenant):  # one request, one tenant
+            raise Forbidden(f"conflicting user_id values in one request: {self.acting_for}, {tenant}")
+        self.acting_for = tenant
+        return tenant
 
 
 def _identify(request: Request, state: GatewayState) -> Principal | None:
@@ -107,3 +112,14 @@ CallerDep = Annotated[Principal | None, Depends(get_caller)]
 async def require_operator(principal: PrincipalDep) -> None:
     """A route dependency: the operator key once keys are configured (401 without a key, 403 with a tenant's)."""
     principal.require_admin()
+
+
+def get_work(state: StateDep, principal: PrincipalDep) -> Iterator[UnitOfWork]:
+    """The request's unit of work, acting as the principal allowed by its first statement: it commits when the
+    route returns, before the response is sent (the dependency's function scope), and its messages go out after
+    the commit."""
+    with state.unit_of_work(acting=principal.acting) as work:
+        yield work
+
+
+WorkDep = Annotated[UnitOfWork, Depends(get_work, scope="function")]

@@ -227,7 +227,7 @@ def _plan(
         job_id,
         {"phase": "embedding", "chunks": len(items), "format": prepared.fmt.value, "bytes": prepared.size},
     )
-    return [StoreChunk(job_id=job_id, seq=spec.seq, sector=spec.sector) for spec in specs]
+    return [StoreChunk(job_id=job_id, seq=spec.seq, sector=spec.sector, user_id=current["user_id"]) for spec in specs]
 
 
 def _duplicate(

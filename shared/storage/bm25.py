@@ -136,7 +136,9 @@ def lexical_candidates(
     once_sql = f"({terms}) * (:k1 + 1) / (1 + {norm})"
     bind: dict[str, Any] = {f"t{i}": _tsquery_literal(t) for i, t in enumerate(lexemes)}
     bind |= {f"idf{i}": idf[t] for i, t in enumerate(lexemes)}
-    matching = f"""SELECT m.id, m.search FROM memories m
+    # `memory_text`: the tenant's memories, where the match keeps its GIN index (migration 0012: under row-level
+    # security it would not)
+    matching = f"""SELECT m.id, m.search FROM memory_text m
             WHERE m.user_id = :user_id AND m.search @@ CAST(:selector AS tsquery){clause}"""
     if read_cap:
         matching = f"SELECT * FROM ({matching} LIMIT :read_cap) AS m"

@@ -256,8 +256,8 @@ def document_memories(
     return [dict(r._mapping) for r in rows], int(total)
 
 
-def stalled_ingest_jobs(session: Session, *, stall_seconds: float) -> list[uuid.UUID]:
-    """Open ingest jobs whose next step must be sent again, locked until the caller's commit.
+def stalled_ingest_jobs(session: Session, *, stall_seconds: float) -> list[tuple[uuid.UUID, str]]:
+    """Open ingest jobs whose next step must be sent again, locked until the caller's commit: (job, tenant).
 
     Claimed by a worker that died (the lease its heartbeat renewed ran out); sent but never claimed for
     `stall_seconds` (the message was lost; in a backlog, the duplicate finds the step claimed or done and leaves
@@ -266,7 +266,7 @@ def stalled_ingest_jobs(session: Session, *, stall_seconds: float) -> list[uuid.
     rows = session.execute(
         text(
             """
-            SELECT j.id FROM jobs j JOIN documents d ON d.job_id = j.id
+            SELECT j.id, j.user_id FROM jobs j JOIN documents d ON d.job_id = j.id
             WHERE j.kind = 'ingest' AND j.status IN ('queued', 'running')
               AND (
                 (d.status IN ('queued', 'extracting') AND j.lease_until < now())
@@ -282,7 +282,7 @@ def stalled_ingest_jobs(session: Session, *, stall_seconds: float) -> list[uuid.
         ),
         {"stall": stall_seconds},
     ).all()
-    return [r.id for r in rows]
+    return [(r.id, r.user_id) for r in rows]
 
 
 def status_counts(session: Session) -> list[tuple[str, str, int]]:

@@ -26,6 +26,7 @@ class ChunkRef:
     seq: int
     sector: str
     kind: str = "batch"
+    user_id: str = ""  # the job's tenant (what the sweeper's message acts for)
 
 
 def create_job(
@@ -299,7 +300,7 @@ def stalled_chunks(session: Session, *, older_than_seconds: int, limit: int = 10
     rows = session.execute(
         text(
             """
-            SELECT c.job_id, c.seq, c.sector, j.kind FROM job_chunks c JOIN jobs j ON j.id = c.job_id
+            SELECT c.job_id, c.seq, c.sector, j.kind, j.user_id FROM job_chunks c JOIN jobs j ON j.id = c.job_id
             WHERE c.status = 'pending'
               AND (c.lease_until < now()
                    OR (c.lease_until IS NULL AND c.enqueued_at < now() - make_interval(secs => :age)))
@@ -310,7 +311,7 @@ def stalled_chunks(session: Session, *, older_than_seconds: int, limit: int = 10
         ),
         {"age": older_than_seconds, "limit": limit},
     ).all()
-    return [ChunkRef(r.job_id, r.seq, r.sector, r.kind) for r in rows]
+    return [ChunkRef(r.job_id, r.seq, r.sector, r.kind, r.user_id) for r in rows]
 
 
 def mark_enqueued(session: Session, chunks: Sequence[ChunkRef]) -> None:

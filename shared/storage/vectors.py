@@ -14,26 +14,41 @@ from shared.memory.sectors import validate_sector
 from shared.storage.bm25 import settled_ids
 from shared.storage.rows import RETURNED_SET, SectorVector
 
+_VECTOR_COLUMNS = "memory_id, sector, user_id, dim, model, indexed, embedding"
+# the session's staging table for vectors on their way in (made once per connection; IF NOT EXISTS would log a
+# notice on every write)
+_STAGING_TABLE = """
+DO $$ BEGIN
+    IF to_regclass('pg_temp.vectors_in') IS NULL THEN
+        CREATE TEMP TABLE vectors_in (memory_id uuid, sector text, user_id text, dim smallint, model text,
+                                      indexed boolean, embedding vector) ON COMMIT DELETE ROWS;
+    END IF;
+END $$
+"""
 VectorRows = Iterable[tuple[uuid.UUID, str, Mapping[str, SectorVector]]]  # memory id, user id, sector -> vector
 
 
 def copy_vectors(session: Session, rows: VectorRows, *, indexed: bool) -> None:
-    """COPY the vectors (one per sector of each memory) in binary: the fastest way into the partitions."""
+    """COPY the vectors (one per sector of each memory) in binary: the fastest way into the partitions.
+
+    Row-level security refuses COPY FROM into memory_vectors, so they go into a temporary table of the session
+    and from there in one INSERT, which the tenant's policy checks."""
+    session.execute(text(_STAGING_TABLE))
     raw = session.connection().connection.driver_connection
     assert raw is not None
-    with (
-        raw.cursor() as cur,
-        cur.copy(
-            "COPY memory_vectors (memory_id, sector, user_id, dim, model, indexed, embedding) "
-            "FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy,
-    ):
+    with raw.cursor() as cur, cur.copy("COPY vectors_in FROM STDIN WITH (FORMAT BINARY)") as copy:
         copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "vector"])
         for memory_id, user_id, vectors in rows:
             encoded: dict[int, Vector] = {}  # simple mode: one vector serves every sector
             for sector, sv in vectors.items():
                 vector = encoded.setdefault(id(sv.vector), Vector(np.asarray(sv.vector, dtype=np.float32)))
                 copy.write_row((memory_id, sector, user_id, int(sv.vector.shape[0]), sv.model, indexed, vector))
+    session.execute(
+        text(
+            f"WITH moved AS (DELETE FROM vectors_in RETURNING {_VECTOR_COLUMNS}) "
+            f"INSERT INTO memory_vectors ({_VECTOR_COLUMNS}) SELECT {_VECTOR_COLUMNS} FROM moved"
+        )
+    )
 
 
 def reset_compression(session: Session, memory_ids: Sequence[uuid.UUID]) -> None:

@@ -101,7 +101,7 @@ def reading_order(db, document_id: str) -> list[tuple[int, int]]:
 
 
 def counts(db, tenant: str) -> dict[str, int]:
-    with db.session() as s:
+    with db.session(tenant) as s:
         return {
             table: s.execute(text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": tenant}).scalar_one()
             for table in ("documents", "jobs", "memories")

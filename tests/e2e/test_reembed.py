@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from infra.embedded import free_port
 from infra.processes import gateway_command, wait_healthy
+from shared.tenancy import DbRole
 from tests.conftest import running, service_env, wait_for_job, wait_for_worker, worker_args
 
 pytestmark = pytest.mark.e2e
@@ -30,7 +31,7 @@ def gateway(servers, env, tmp_path, name):
 
 
 def test_a_store_moves_to_another_model_on_the_sector_queues(make_store, servers, settings, tmp_path):
-    url, db = make_store("reembed_e2e")
+    url, db = make_store("reembed_e2e", role=DbRole.MAINTENANCE)  # what it checks is the whole store
     broker = servers["redis_url"].rsplit("/", 1)[0] + "/8"  # queues of its own: no other worker takes its tasks
     env = service_env(
         servers,

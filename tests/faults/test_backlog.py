@@ -57,7 +57,7 @@ def test_a_document_backlog_is_extracted_once_each_with_no_give_up(db, servers, 
     try:
         with running(worker_args(name, queues=(Queue.INGEST, Queue.SWEEP)), env, log_path) as proc:
             wait_for_worker(isolated, name, proc, log_path=log_path)
-            send(app, *(IngestDocument(job_id=job_id) for job_id in jobs))
+            send(app, *(IngestDocument(job_id=job_id, user_id=tenant) for job_id in jobs))
             with sweeping(app):  # No embed worker here: a planned document waits in `embedding`, extracted.
                 states = wait_until(
                     lambda: (

@@ -35,7 +35,7 @@ def _items(n: int, tag: str) -> list[dict]:
 
 def _stored_once(db, tenant: str, n: int) -> None:
     assert memory_count(db, tenant) == n
-    with db.session() as s:
+    with db.session(tenant) as s:
         vectors = s.execute(
             text("SELECT count(*), count(DISTINCT memory_id) FROM memory_vectors WHERE user_id = :u"), {"u": tenant}
         ).one()
@@ -63,7 +63,7 @@ def test_a_worker_killed_outright_mid_chunk_has_its_work_redone_once(db, servers
         with running(beat, env, tmp_path / "beat.log"):
             with running(worker_args("kill9-a", queues=QUEUES, concurrency=1), env, tmp_path / "a.log") as proc:
                 wait_for_worker(isolated, "kill9-a", proc, log_path=tmp_path / "a.log")
-                send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic"))
+                send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant))
                 _in_flight(db, job_id)
                 for process in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
                     os.kill(process.pid, signal.SIGKILL)  # the whole worker; its message stays unacknowledged
@@ -90,14 +90,16 @@ def test_a_worker_stopped_with_sigterm_mid_chunk_finishes_or_leaves_it_whole(db,
     try:
         with running(worker_args("term-a", queues=QUEUES, concurrency=1), env, tmp_path / "a.log") as proc:
             wait_for_worker(isolated, "term-a", proc, log_path=tmp_path / "a.log")
-            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic"))
+            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant))
             _in_flight(db, job_id)
             os.killpg(proc.pid, signal.SIGTERM)  # a warm shutdown: the running task may finish first
             proc.wait(timeout=60)
         if job_state(db, job_id)["status"] != "succeeded":  # it did not: the next worker picks the work up
             with running(worker_args("term-b", queues=QUEUES, concurrency=1), env, tmp_path / "b.log") as second:
                 wait_for_worker(isolated, "term-b", second, log_path=tmp_path / "b.log")
-                send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic"))  # what the sweeper would send
+                send(
+                    app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant)
+                )  # what the sweeper would send
                 _finished(db, job_id)
     finally:
         app.close()
@@ -115,11 +117,15 @@ def test_a_message_delivered_again_while_its_work_runs_changes_nothing(db, serve
     try:
         with running(worker_args("twice", queues=QUEUES, concurrency=2), env, tmp_path / "w.log") as proc:
             wait_for_worker(isolated, "twice", proc, log_path=tmp_path / "w.log")
-            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic"))
+            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant))
             _in_flight(db, job_id)
-            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic"))  # taken by the other pool process
+            send(
+                app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant)
+            )  # taken by the other pool process
             job = _finished(db, job_id)
-            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic"))  # and once more, after it finished
+            send(
+                app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant)
+            )  # and once more, after it finished
             time.sleep(1.0)
     finally:
         app.close()

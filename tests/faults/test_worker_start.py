@@ -12,6 +12,7 @@ import redis
 
 from infra.embedded import free_port
 from shared import worker_status
+from shared.db import schema_session
 from shared.embedding import SyntheticEmbedder
 from shared.jobs import StoreChunk
 from shared.queueing import make_celery, send
@@ -46,7 +47,9 @@ def test_a_pool_process_that_cannot_start_serves_nothing_and_is_reported(
     servers, settings, make_store, tenant, tmp_path
 ):
     url, store = make_store("refusing")
-    with store.session() as s:  # the store's vectors are 384-d; this worker is configured for 256
+    store = store.bound(tenant)
+    # the store's vectors are 384-d (recorded as a process starting does, as the owner); this worker is set for 256
+    with schema_session(settings.model_copy(update={"database_url": url}), "mnemoflow.tests.start") as s:
         ensure_store_model(s, SyntheticEmbedder(dim=384))
     broker = _isolated(servers, 11)
     env = service_env(
@@ -57,7 +60,7 @@ def test_a_pool_process_that_cannot_start_serves_nothing_and_is_reported(
     app = make_celery(settings.model_copy(update={"redis_url": broker}), "tests.refusing")
     try:
         with running(worker_args("refusing", concurrency=1), env, tmp_path / "worker.log"):
-            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic"))
+            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant))
             report = wait_until(lambda: (r := worker_status.summary(client))["failing"] and r, timeout=60)
             assert report["ready"] == 0
             assert "384" in report["failing"][0]["error"] and "256" in report["failing"][0]["error"]
@@ -78,6 +81,7 @@ def _finished(store, job_id):
 def _start_once(round_: int, servers, settings, make_store, tenant, tmp_path) -> None:
     # A store never opened before: the first processes to start create its vector indexes, at once.
     url, store = make_store(f"start{round_}")
+    store = store.bound(tenant)
     broker = _isolated(servers, 12)
     name = f"start-{round_}-{uuid.uuid4().hex[:4]}"
     jobs = [make_job(store, tenant, [{"content": f"first job {round_}.{sector}"}], sector=sector) for sector in SECTORS]
@@ -93,7 +97,7 @@ def _start_once(round_: int, servers, settings, make_store, tenant, tmp_path) ->
             report = wait_until(lambda: (r := worker_status.summary(client))["ready"] == 2 and r, timeout=30)
             assert report["failing"] == [], round_
             for job_id, sector in zip(jobs, SECTORS, strict=True):
-                send(app, StoreChunk(job_id=job_id, seq=0, sector=sector))
+                send(app, StoreChunk(job_id=job_id, seq=0, sector=sector, user_id=tenant))
             for job_id in jobs:
                 job = wait_until(lambda j=job_id: _finished(store, j), timeout=60)
                 assert job["status"] == "succeeded", (round_, job)

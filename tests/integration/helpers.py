@@ -25,7 +25,7 @@ from shared.storage import jobs as job_store
 
 def add(db, engine: MemoryEngine, tenant: str, content: str, **kw: Any) -> tuple[dict[str, Any], bool]:
     """Store one memory (a transaction of its own); (memory, deduplicated)."""
-    with db.session() as s:
+    with db.session(tenant) as s:
         memory, dedup = engine.add(s, tenant, MemoryCreate(content=content, **kw))
     return memory, dedup
 
@@ -52,7 +52,7 @@ def search(
 
 def query(db, retriever: Retriever, tenant: str, q: str, k: int = 8, **filters: Any) -> QueryOutcome:
     """`search` on a session of its own, with these filters."""
-    with db.session() as s:
+    with db.session(tenant) as s:
         return search(retriever, s, tenant, q, k=k, filters=QueryFilters(**filters))
 
 
@@ -62,14 +62,14 @@ def item(content: str, **fields: Any) -> dict[str, Any]:
 
 
 def term_df(db, tenant: str, lexeme: str) -> int | None:
-    with db.session() as s:
+    with db.session(tenant) as s:
         return s.execute(
             text("SELECT df FROM term_stats WHERE user_id = :u AND lexeme = :l"), {"u": tenant, "l": lexeme}
         ).scalar_one_or_none()
 
 
 def documents(db, tenant: str) -> int:
-    with db.session() as s:
+    with db.session(tenant) as s:
         return s.execute(text("SELECT documents FROM tenant_stats WHERE user_id = :u"), {"u": tenant}).scalar_one()
 
 
@@ -92,7 +92,7 @@ def embedded_after(engine, content, context):
 
 
 def make_job(db, tenant, items, sector="semantic"):
-    with db.session() as s:
+    with db.session(tenant) as s:
         job_id, _ = job_store.create_job(
             s, user_id=tenant, kind="batch", total=len(items), params={}, idempotency_key=None
         )
@@ -116,7 +116,7 @@ def wait_until(predicate, timeout=90.0, interval=0.1):
 
 
 def memory_count(db, tenant):
-    with db.session() as s:
+    with db.session(tenant) as s:
         return s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
 
 

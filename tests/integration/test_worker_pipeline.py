@@ -36,13 +36,13 @@ def test_sweeper_resends_a_chunk_whose_message_was_lost(db, settings, worker, te
     assert memory_count(db, tenant) == 20
 
 
-def test_sweeper_sends_an_operators_decay_run_whose_message_was_lost(db, settings, worker):
-    with db.session() as s:  # the gateway committed the run; the broker was down, so no message went out
+def test_sweeper_sends_an_operators_decay_run_whose_message_was_lost(maintenance, settings, worker):
+    with maintenance.session() as s:  # the gateway committed the run; the broker was down, so no message went out
         run_id = decay_runs.create_run(s, trigger="operator", ratio=0.001)
         s.execute(text("UPDATE decay_runs SET created_at = now() - interval '1 hour' WHERE id = :id"), {"id": run_id})
 
     def ended():
-        with db.session() as s:
+        with maintenance.session() as s:
             run = decay_runs.get_run(s, run_id)
         return run if run is not None and run["status"] in ("succeeded", "skipped", "failed") else None
 
@@ -68,7 +68,7 @@ def test_a_worker_killed_mid_chunk_loses_and_duplicates_nothing(db, servers, set
         wait_for_worker(isolated, name, proc, log_path=log_path)
         app = make_celery(isolated, "tests.kill")
         try:
-            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic"))
+            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant))
             wait_until(lambda: job_state(db, job_id)["attempts"] >= 1, interval=0.02)
             time.sleep(0.3)  # inside the chunk's transaction: embedding and inserting 4,000 memories
             children = psutil.Process(proc.pid).children(recursive=True)
@@ -114,7 +114,7 @@ def test_an_external_redis_server_carries_the_queues(db, servers, settings, tena
         job_id = make_job(db, tenant, [{"content": f"Carried by system Redis {i}"} for i in range(10)])
         app = make_celery(external, "tests.external")
         try:
-            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic"))
+            send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant))
             wait_until(lambda: job_state(db, job_id)["status"] == "succeeded")
         finally:
             app.close()

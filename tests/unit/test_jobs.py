@@ -34,22 +34,25 @@ JOB = uuid.UUID(int=7)
 
 
 def test_a_chunk_message_goes_to_its_sector_queue_and_its_sector_does_not_travel():
-    message = StoreChunk(job_id=JOB, seq=3, sector="emotional")
+    message = StoreChunk(job_id=JOB, seq=3, sector="emotional", user_id="u")
     assert message.queue == "embed.emotional"
-    assert message.kwargs() == {"job_id": str(JOB), "seq": 3}  # what the task has always received
-    assert StoreChunk.received(message.kwargs()) == StoreChunk(job_id=JOB, seq=3)
+    assert message.kwargs() == {"job_id": str(JOB), "seq": 3, "user_id": "u"}  # the tenant travels, the sector not
+    assert StoreChunk.received(message.kwargs()) == StoreChunk(job_id=JOB, seq=3, user_id="u")
     with pytest.raises(ValueError, match="needs its chunk's sector"):
         _ = StoreChunk.received(message.kwargs()).queue
     with pytest.raises(ValueError, match="unknown sector"):
-        _ = StoreChunk(job_id=JOB, seq=0, sector="dreams").queue
+        _ = StoreChunk(job_id=JOB, seq=0, sector="dreams", user_id="u").queue
 
 
 def test_every_message_names_a_task_with_a_queue():
-    for message in (IngestDocument(job_id=JOB), RunDecayCycle(), ReinforceBatch(events=[])):
+    for message in (IngestDocument(job_id=JOB, user_id="u"), RunDecayCycle(), ReinforceBatch(events=[])):
         assert message.queue == DEFAULT_QUEUE[message.task]
-    assert chunk_message(JobKind.REEMBED, JOB, 1, "semantic") == ReembedChunk(job_id=JOB, seq=1, sector="semantic")
-    assert isinstance(chunk_message(JobKind.BATCH, JOB, 1, "semantic"), StoreChunk)
-    assert isinstance(chunk_message(JobKind.INGEST, JOB, 1, "semantic"), StoreChunk)
+    reembed = ReembedChunk(job_id=JOB, seq=1, sector="semantic")
+    assert chunk_message(JobKind.REEMBED, JOB, 1, "semantic", "u") == reembed  # the store's, not a tenant's
+    assert chunk_message(JobKind.BATCH, JOB, 1, "semantic", "u") == StoreChunk(
+        job_id=JOB, seq=1, sector="semantic", user_id="u"
+    )
+    assert isinstance(chunk_message(JobKind.INGEST, JOB, 1, "semantic", "u"), StoreChunk)
 
 
 def test_a_message_round_trips_as_json_and_refuses_what_it_does_not_know():

@@ -85,9 +85,10 @@ def ingest(
     except MnemoflowError:
         metrics.DOCUMENTS_ACCEPTED.labels(format="unknown", outcome="refused").inc()
         raise
-    with state.unit_of_work() as work:
+    with state.unit_of_work(user_id) as work:
         accepted = _queued(
             work,
+            user_id,
             intake.accept_upload(
                 work.session,
                 user_id=user_id,
@@ -117,8 +118,9 @@ def ingest_url(
     except MnemoflowError:
         metrics.DOCUMENTS_ACCEPTED.labels(format="url", outcome="refused").inc()
         raise
-    with state.unit_of_work() as work:
-        accepted = _queued(work, intake.accept_url(work.session, user_id=user_id, url=url, params=body.job_params()))
+    with state.unit_of_work(user_id) as work:
+        accepted = intake.accept_url(work.session, user_id=user_id, url=url, params=body.job_params())
+        _queued(work, user_id, accepted)
     return _answer(state, accepted, user_id, response, wait)
 
 
@@ -188,9 +190,10 @@ def _accept_file(
             metrics.DOCUMENTS_ACCEPTED.labels(format="unknown", outcome="refused").inc()
             raise
         spool.seek(0)
-        with state.unit_of_work() as work:
+        with state.unit_of_work(user_id) as work:
             return _queued(
                 work,
+                user_id,
                 intake.accept_upload(
                     work.session,
                     user_id=user_id,
@@ -231,10 +234,10 @@ def _too_large(size: int, limit: int, *, more: bool = False) -> PayloadTooLarge:
     )
 
 
-def _queued(work: UnitOfWork, accepted: intake.Accepted) -> intake.Accepted:
+def _queued(work: UnitOfWork, user_id: str, accepted: intake.Accepted) -> intake.Accepted:
     """Send the document's job once the acceptance commits (unless the document was already known)."""
     if accepted.status != "existing" and accepted.job_id is not None:
-        work.enqueue(IngestDocument(job_id=accepted.job_id))
+        work.enqueue(IngestDocument(job_id=accepted.job_id, user_id=user_id))
         metrics.JOBS_ENQUEUED.labels(kind=JobKind.INGEST).inc()
     return accepted
 
@@ -267,7 +270,7 @@ def _wait(state: GatewayState, job_id: uuid.UUID, user_id: str) -> JobPublic | N
     """The job once it ends, or as it is when MNEMOFLOW_INGEST_WAIT_MAX_SECONDS have passed."""
     deadline = time.monotonic() + state.settings.ingest.wait_max_seconds
     while True:
-        with state.db.reading() as session:
+        with state.db.reading(user_id) as session:
             job = job_public(session, job_id, user_id)
         if job is None or job.status in FINISHED or time.monotonic() >= deadline:
             return job

@@ -119,7 +119,7 @@ def run_decay(
     """
     principal.require_admin()
     ratio = body.ratio if body and body.ratio is not None else state.settings.decay.ratio
-    with state.unit_of_work() as work:
+    with state.unit_of_work(store_wide=True) as work:
         run_id = decay_runs.create_run(work.session, trigger="operator", ratio=ratio)
         # sent after the commit; if the broker is down, the run stays queued and the sweeper sends it
         work.enqueue(RunDecayCycle(run_id=run_id, ratio=ratio, trigger="operator"))
@@ -127,7 +127,7 @@ def run_decay(
     response.headers["Location"] = f"/maintenance/decay/{run_id}"
     deadline = time.monotonic() + timeout
     while True:
-        with state.db.reading() as session:
+        with state.maintenance.reading() as session:
             run = decay_runs.get_run(session, run_id)
         assert run is not None
         if not wait or run["status"] in ("succeeded", "skipped", "failed") or time.monotonic() > deadline:

@@ -69,7 +69,7 @@ def add_batch(
     )
     if created:  # sent after the commit; a lost message is re-sent by the sweeper
         job_store.add_chunks(work.session, job_id, chunks)
-        work.enqueue(*(StoreChunk(job_id=job_id, seq=chunk.seq, sector=chunk.sector) for chunk in chunks))
+        work.enqueue(*(StoreChunk(job_id=job_id, seq=c.seq, sector=c.sector, user_id=user_id) for c in chunks))
         metrics.JOBS_ENQUEUED.labels(kind=JobKind.BATCH).inc()
     response.headers["Location"] = f"/jobs/{job_id}"
     return {

@@ -32,8 +32,9 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
     state.limiter.charge(user_id, Quota.QUERIES)
     active = query_started(state.redis, settings.active_query_ttl_seconds)  # the decay cycle waits for us
     try:
-        with state.db.reading() as session:
-            side = state.lexical_db.reading if state.lexical_db else None  # never the query's own pool
+        with state.db.reading(user_id) as session:
+            # never the query's own pool, and acting for the same tenant
+            side = state.lexical_db.bound(user_id).reading if state.lexical_db else None
             outcome = state.retriever.query(session, user_id, body, side_session=side)
     except BaseException:
         query_finished(state.redis, active)

@@ -38,7 +38,7 @@ def health(state: StateDep, response: Response, caller: CallerDep) -> dict[str, 
     store_models: dict[str, StoreModel] = {}
     reembedding: list[str] = []
     try:
-        with state.db.session() as session:
+        with state.maintenance.session() as session:  # re-embed jobs are the store's, no tenant's
             store_models = current_models(session)
             reembedding = [str(job["id"]) for job in job_store.open_jobs(session, JobKind.REEMBED)]
     except Exception:
@@ -129,11 +129,14 @@ def sectors(state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: Us
 @router.get("/jobs/{job_id}", response_model=JobPublic)
 def get_job(job_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None) -> JobPublic:
     """A job's status, progress (done/total) and error, as recorded in PostgreSQL."""
-    tenant = principal.tenant(user_id)
-    # an operator sees every job (store-wide ones belong to no tenant)
-    job = job_public(work.session, job_id, None if principal.is_admin and not user_id else tenant)
+    if principal.is_admin and not user_id:  # an operator sees every job (store-wide ones belong to no tenant)
+        principal.require_admin()
+        tenant = None
+    else:
+        tenant = principal.tenant(user_id)
+    job = job_public(work.session, job_id, tenant)
     if job is None:
-        raise NotFound(f"job {job_id} not found for user_id {tenant!r}")
+        raise NotFound(f"job {job_id} not found for user_id {tenant or principal.default_user_id!r}")
     return job
 
 

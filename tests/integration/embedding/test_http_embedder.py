@@ -174,9 +174,10 @@ def test_a_dead_provider_is_a_503_that_writes_nothing_and_is_logged(make_store, 
 
     from infra.embedded import free_port
     from infra.processes import gateway_command, wait_healthy
+    from shared.tenancy import DbRole
     from tests.conftest import running, service_env
 
-    url, db = make_store("dead_provider")
+    url, db = make_store("dead_provider", role=DbRole.MAINTENANCE)  # what it checks is the whole store
     env = service_env(
         servers,
         DATABASE_URL=url,

@@ -19,6 +19,7 @@ from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
 from shared.retrieval.service import Retriever
 from shared.storage.sector_models import StoreModel, current_models, guard_store_model
+from shared.tenancy import DbRole
 from tests.integration.helpers import search
 
 pytestmark = pytest.mark.integration
@@ -29,14 +30,25 @@ TARGET = StoreModel(NEW.name, NEW.model, NEW.dim)
 TARGETS = dict.fromkeys(SECTORS, TARGET)
 
 
+def _store_name(request) -> str:
+    return f"reembed_{request.node.name[-40:].lower()}"
+
+
 @pytest.fixture
 def store(make_store, settings, request):
-    _, db = make_store(f"reembed_{request.node.name[-40:].lower()}")
+    """A store of its own as the role a re-embed runs as (maintenance), with the engine of its old model."""
+    _, db = make_store(_store_name(request), role=DbRole.MAINTENANCE)
     return db, MemoryEngine(settings, OLD)
 
 
-def add(db, engine, tenant, content):
-    with db.session() as s:
+@pytest.fixture
+def tenants(make_store, store, request):
+    """The same store as the app role: what its tenants write and ask."""
+    return make_store(_store_name(request))[1]
+
+
+def add(tenants, engine, tenant, content):
+    with tenants.session(tenant) as s:
         memory, _ = engine.add(s, tenant, MemoryCreate(content=content))
     return memory["id"]
 
@@ -54,10 +66,10 @@ def run_all_chunks(db, job_id, chunks):
     return results
 
 
-def test_a_store_is_converted_chunk_by_chunk_and_switched_once_nothing_old_is_left(store, settings):
+def test_a_store_is_converted_chunk_by_chunk_and_switched_once_nothing_old_is_left(store, tenants, settings):
     db, engine = store
     contents = [f"Note {i} about the {('garden', 'invoice', 'meeting')[i % 3]} project" for i in range(30)]
-    ids = [add(db, engine, "alice" if i % 2 else "bob", c) for i, c in enumerate(contents)]
+    ids = [add(tenants, engine, "alice" if i % 2 else "bob", c) for i, c in enumerate(contents)]
     with db.session() as s:
         before = s.execute(text("SELECT count(*) FROM memory_vectors")).scalar_one()
         job_id = reembed.start_job(s, TARGETS, chunk_size=7)
@@ -86,10 +98,10 @@ def test_a_store_is_converted_chunk_by_chunk_and_switched_once_nothing_old_is_le
     with pytest.raises(
         Conflict, match="every sector: the store's vectors were made by synthetic model 'synthetic-hash-v1' \\(128"
     ):
-        add(db, engine, "alice", "written by a process still configured with the old model")
+        add(tenants, engine, "alice", "written by a process still configured with the old model")
     converted = MemoryEngine(settings, NEW)
-    add(db, converted, "alice", "The greenhouse tomatoes need watering")
-    with db.session() as s:
+    add(tenants, converted, "alice", "The greenhouse tomatoes need watering")
+    with tenants.reading("alice") as s:
         outcome = search(
             Retriever(settings, NEW), s, "alice", "greenhouse tomatoes watering", k=3, filters=_no_filters()
         )
@@ -97,16 +109,16 @@ def test_a_store_is_converted_chunk_by_chunk_and_switched_once_nothing_old_is_le
     assert outcome.matches[0][0].dense_rank == 1
 
 
-def test_vectors_written_by_late_old_model_writers_are_picked_up_by_another_round(store):
+def test_vectors_written_by_late_old_model_writers_are_picked_up_by_another_round(store, tenants):
     db, engine = store
     for i in range(10):
-        add(db, engine, "carol", f"Early memory number {i}")
+        add(tenants, engine, "carol", f"Early memory number {i}")
     with db.session() as s:
         job_id = reembed.start_job(s, TARGETS, chunk_size=100)
     with db.session() as s:
         chunks = reembed.plan_round(s, job_id)
     run_all_chunks(db, job_id, chunks)
-    late = add(db, engine, "carol", "Written by the old model while the job ran")  # the store still says old
+    late = add(tenants, engine, "carol", "Written by the old model while the job ran")  # the store still says old
     with db.session() as s:
         assert reembed.finish(s, job_id) == "replan"
         assert current_models(s)["semantic"].dim == 384  # not switched while an old vector remains
@@ -121,9 +133,9 @@ def test_vectors_written_by_late_old_model_writers_are_picked_up_by_another_roun
     assert vector_models(db) == {f"{NEW.model}:128": 11}
 
 
-def test_the_switch_waits_for_a_writer_in_flight_and_then_counts_its_vectors(store):
+def test_the_switch_waits_for_a_writer_in_flight_and_then_counts_its_vectors(store, tenants):
     db, engine = store
-    add(db, engine, "dave", "A first memory")
+    add(tenants, engine, "dave", "A first memory")
     with db.session() as s:
         job_id = reembed.start_job(s, TARGETS, chunk_size=100)
     with db.session() as s:
@@ -131,7 +143,8 @@ def test_the_switch_waits_for_a_writer_in_flight_and_then_counts_its_vectors(sto
     run_all_chunks(db, job_id, chunks)
 
     outcome: list[str] = []
-    writer = db._sessions()  # a writer's open transaction: it has checked the model and holds the shared lock
+    # a writer's open transaction: it has checked the model and holds the shared lock
+    writer = tenants._sessions(info={"tenant": "dave"})
     guard_store_model(writer, OLD)
     finisher = threading.Thread(target=lambda: outcome.append(_finish(db, job_id)))
     finisher.start()
@@ -147,9 +160,9 @@ def test_the_switch_waits_for_a_writer_in_flight_and_then_counts_its_vectors(sto
     assert outcome == ["replan"]  # it saw the writer's vector and did not switch
 
 
-def test_a_second_job_or_a_pointless_one_is_refused(store):
+def test_a_second_job_or_a_pointless_one_is_refused(store, tenants):
     db, engine = store
-    add(db, engine, "erin", "Something to convert")
+    add(tenants, engine, "erin", "Something to convert")
     with db.session() as s:
         with pytest.raises(Conflict, match="already uses"):
             reembed.start_job(s, dict.fromkeys(SECTORS, StoreModel(OLD.name, OLD.model, OLD.dim)), chunk_size=10)
@@ -179,10 +192,10 @@ def _no_filters():
     return QueryFilters()
 
 
-def test_advanced_mode_moves_one_sector_to_a_model_of_its_own(store, settings):
+def test_advanced_mode_moves_one_sector_to_a_model_of_its_own(store, tenants, settings):
     db, engine = store
-    feelings = add(db, engine, "fay", "I feel so happy and excited, I love this!!")  # emotional, among others
-    fact = add(db, engine, "fay", "The capital of France is Paris, a fact from geography")
+    feelings = add(tenants, engine, "fay", "I feel so happy and excited, I love this!!")  # emotional, among others
+    fact = add(tenants, engine, "fay", "The capital of France is Paris, a fact from geography")
     with db.session() as s:
         job_id = reembed.start_job(s, {"emotional": TARGET}, chunk_size=50)
     with db.session() as s:
@@ -204,14 +217,14 @@ def test_advanced_mode_moves_one_sector_to_a_model_of_its_own(store, settings):
     assert job["restart_with"].startswith("MNEMOFLOW_EMBED_MODE=advanced MNEMOFLOW_SECTOR_PROVIDERS=")
 
     with pytest.raises(Conflict, match="emotional: the store's vectors were made by synthetic model"):
-        add(db, engine, "fay", "Another happy, joyful, exciting day, I love it!!")  # a simple-mode writer
+        add(tenants, engine, "fay", "Another happy, joyful, exciting day, I love it!!")  # a simple-mode writer
     advanced = MemoryEngine(
         settings.model_copy(update={"embed_mode": "advanced"}),
         OLD,
         sector_embedders={sector: NEW if sector == "emotional" else OLD for sector in SECTORS},
     )
-    joyful = add(db, advanced, "fay", "Another happy, joyful, exciting day, I love it!!")
-    with db.session() as s:
+    joyful = add(tenants, advanced, "fay", "Another happy, joyful, exciting day, I love it!!")
+    with tenants.reading("fay") as s:
         outcome = search(Retriever(advanced.settings, advanced.embedders), s, "fay", "happy and excited", k=5)
     found = {c.id: c for c, _ in outcome.matches}
     assert feelings in found and joyful in found
@@ -221,12 +234,12 @@ def test_advanced_mode_moves_one_sector_to_a_model_of_its_own(store, settings):
     assert ("emotional", 128) in written and all(dim == (128 if sec == "emotional" else 384) for sec, dim in written)
 
 
-def test_a_turn_is_reembedded_after_the_turns_it_follows(store):
+def test_a_turn_is_reembedded_after_the_turns_it_follows(store, tenants):
     db, engine = store
     turns = ["Ivo: where did you park the camper van?", "Lea: behind the old mill", "Ivo: which mill?"]
     ids = []
     for turn in turns:
-        with db.session() as s:
+        with tenants.session("alice") as s:
             memory, _ = engine.add(s, "alice", MemoryCreate(content=turn), follows=ids[-1] if ids else None)
         ids.append(memory["id"])
     with db.session() as s:

@@ -22,7 +22,7 @@ def client(settings):
 
 
 def next_links(db, tenant: str) -> set[tuple[str, str]]:
-    with db.session() as s:
+    with db.session(tenant) as s:
         rows = s.execute(
             text("SELECT src_id, dst_id FROM waypoints WHERE user_id = :u AND kind = 'next'"), {"u": tenant}
         ).all()

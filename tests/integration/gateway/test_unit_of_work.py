@@ -21,7 +21,7 @@ def enqueue_failures() -> float:
     return REGISTRY.get_sample_value("mnemoflow_enqueue_failures_total") or 0.0
 
 
-def test_with_the_broker_down_committed_work_is_answered_202_and_left_to_the_sweeper(settings, db, tenant):
+def test_with_the_broker_down_committed_work_is_answered_202_and_left_to_the_sweeper(settings, db, maintenance, tenant):
     nowhere = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there: every send fails
     app = create_app(settings.model_copy(update={"redis_url": nowhere}))
     with TestClient(app) as client:
@@ -34,8 +34,9 @@ def test_with_the_broker_down_committed_work_is_answered_202_and_left_to_the_swe
     assert decay.status_code == 202, decay.text
     assert decay.json()["status"] == "queued"
     assert batch.status_code == 202, batch.text
-    with db.session() as s:
+    with maintenance.session() as s:
         run = decay_runs.get_run(s, uuid.UUID(decay.json()["id"]))
+    with db.session() as s:
         job = job_store.get_job(s, uuid.UUID(batch.json()["job_id"]))
         pending = job_store.pending_chunks(s, uuid.UUID(batch.json()["job_id"]))
     assert run is not None and run["status"] == "queued"  # committed: the sweeper sends it (tests: worker pipeline)

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 def staged(db, tenant: str, path: Path, chunk_size: int = 64) -> intake.Accepted:
     """A document accepted as the gateway does it, but not enqueued (the test sends the messages)."""
     data = path.read_bytes()
-    with db.session() as s:
+    with db.session(tenant) as s:
         return intake.accept_upload(
             s,
             user_id=tenant,
@@ -89,12 +89,12 @@ def test_redelivered_ingest_messages_plan_and_store_the_document_once(db, worker
     accepted = staged(db, tenant, samples.docx_file(tmp_path / "report.docx", sections=4))
     assert accepted.job_id is not None
     for _ in range(3):  # the same message three times, two of them at once (the worker runs two processes)
-        send(celery_app, IngestDocument(job_id=accepted.job_id))
+        send(celery_app, IngestDocument(job_id=accepted.job_id, user_id=tenant))
     job = wait_job(db, accepted.job_id)
     assert job["status"] == "succeeded", job
     first = facts(db, accepted.document_id, accepted.job_id)
     assert_complete_once(first)
-    send(celery_app, IngestDocument(job_id=accepted.job_id))  # long after
+    send(celery_app, IngestDocument(job_id=accepted.job_id, user_id=tenant))  # long after
     time.sleep(1.0)
     assert facts(db, accepted.document_id, accepted.job_id) == first
 
@@ -118,7 +118,7 @@ def test_a_worker_lost_mid_extraction_is_restarted_cleanly_by_the_sweeper(db, wo
 
 def test_a_lost_final_step_is_finished_once_by_the_sweeper(db, worker, celery_app, tenant, tmp_path):
     accepted = staged(db, tenant, samples.pdf(tmp_path / "short.pdf", pages=3, paragraphs_per_page=2), 100)
-    send(celery_app, IngestDocument(job_id=accepted.job_id))
+    send(celery_app, IngestDocument(job_id=accepted.job_id, user_id=tenant))
     assert wait_job(db, accepted.job_id)["status"] == "succeeded"
     done = facts(db, accepted.document_id, accepted.job_id)
     with db.session() as s:  # as if the chunk that completed the job had committed without finishing it

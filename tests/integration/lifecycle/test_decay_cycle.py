@@ -24,6 +24,7 @@ from sqlalchemy import text
 
 from shared.api.memories import MemoryCreate
 from shared.api.query import QueryFilters, RetrievalOptions
+from shared.db import schema_session
 from shared.embedding import SyntheticEmbedder
 from shared.lifecycle import compression, formulas
 from shared.lifecycle.activity import active_queries, query_finished, query_started
@@ -35,6 +36,7 @@ from shared.retrieval.service import Retriever
 from shared.storage import decay_runs
 from shared.storage.locks import Lock
 from shared.storage.sector_models import ensure_store_model
+from shared.tenancy import DbRole
 from tests.integration.helpers import search
 
 pytestmark = pytest.mark.integration
@@ -46,11 +48,20 @@ NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 @pytest.fixture(scope="module")
 def decay_store(make_store, settings):
-    url, database = make_store("decay")
+    """A store of its own, as the role decay runs as (maintenance: every tenant's rows); tests write their
+    memories with it too, and read as a tenant through `decay_tenants`."""
+    url, _ = make_store("decay")
     embedder = SyntheticEmbedder(dim=DIM)
-    with database.session() as s:
+    with schema_session(settings.model_copy(update={"database_url": url}), "mnemoflow.tests.decay") as s:
         ensure_store_model(s, embedder, min_dim=settings.min_vector_dim, max_dim=settings.max_vector_dim)
+    _, database = make_store("decay", role=DbRole.MAINTENANCE)
     return url, database, MemoryEngine(settings, embedder)
+
+
+@pytest.fixture(scope="module")
+def decay_tenants(make_store, decay_store):
+    """The decay store as the app role (a tenant's queries and their regeneration)."""
+    return make_store("decay")[1]
 
 
 @pytest.fixture(scope="module")
@@ -242,8 +253,9 @@ def test_a_batch_cycle_takes_the_ratio_of_each_segment(decay_store, cycle_settin
     assert run["segments"] == len(sizes)
 
 
-def test_compressed_memories_stay_findable_and_regenerate(decay_store, cycle_settings, tenant):
+def test_compressed_memories_stay_findable_and_regenerate(decay_store, decay_tenants, cycle_settings, tenant):
     _, database, engine = decay_store
+    mine = decay_tenants.bound(tenant)
     texts = [
         "Quarterly budget review moved to the blue meeting room on Thursday",
         "The espresso machine on floor three needs descaling every month",
@@ -275,11 +287,11 @@ def test_compressed_memories_stay_findable_and_regenerate(decay_store, cycle_set
     retriever = Retriever(cycle_settings, engine.embedder)
 
     def ask(q: str):
-        with database.session() as s:
+        with mine.reading() as s:
             return search(retriever, s, tenant, q, k=3, filters=QueryFilters(min_score=0.0))
 
     # The compressed memory is found by meaning on its rung's index (the query pooled the same way) ...
-    with database.session() as s:
+    with mine.reading() as s:
         dense_only = search(
             retriever,
             s,
@@ -295,7 +307,7 @@ def test_compressed_memories_stay_findable_and_regenerate(decay_store, cycle_set
     hit = next(c for c, _ in ask("espresso machine descaling").matches if c.id == fingerprinted_id)
     assert hit.lexical_rank == 1 and hit.dense_rank is None
 
-    with database.session() as s:
+    with mine.session() as s:
         regenerated = regenerate(engine, s, tenant, [compressed_id, fingerprinted_id, untouched_id], boost=0.5)
     assert sorted(regenerated) == sorted([compressed_id, fingerprinted_id])
     rows_after = state(database, tenant)
@@ -416,8 +428,9 @@ from shared.config import Settings
 from shared.db import Database, create_db_engine
 from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle
 from shared.memory.sectors import SECTORS
+from shared.tenancy import DbRole
 settings = Settings(database_url=sys.argv[1], embedding_provider="synthetic", decay_sleep_ms=0, decay_threads=1)
-db = Database(create_db_engine(settings, "decay-child", pool_size=2))
+db = Database(create_db_engine(settings, "decay-child", pool_size=2, role=DbRole.MAINTENANCE))
 DecayCycle(db, settings, dict.fromkeys(SECTORS, 384)).run(options=CycleOptions(
     trigger="operator", ratio=1.0, now=datetime.fromisoformat(sys.argv[2]), step_rows=150,
     after_step=lambda _: time.sleep(0.25)))

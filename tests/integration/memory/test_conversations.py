@@ -20,7 +20,7 @@ TURNS = ["Ivo: where did you park the camper van?", "Lea: behind the old mill", 
 
 
 def next_links(db, tenant: str) -> set[tuple[uuid.UUID, uuid.UUID]]:
-    with db.session() as s:
+    with db.session(tenant) as s:
         rows = s.execute(
             text("SELECT src_id, dst_id FROM waypoints WHERE user_id = :u AND kind = 'next'"), {"u": tenant}
         ).all()

@@ -87,11 +87,13 @@ def test_update_reembeds_and_refuses_duplicate_content(db, engine, tenant):
         engine.update(s, tenant, uuid.uuid4(), {"tags": ["x"]})
 
 
-def test_a_store_refuses_vectors_from_another_model(db):
+def test_a_store_refuses_vectors_from_another_model(db, settings):
+    from shared.db import schema_session
     from shared.embedding.local import LocalOnnxEmbedder
     from shared.storage.sector_models import ensure_store_model
 
-    with db.session() as s:
+    # what a process does at start-up, as the owner (it may have to index a dimension)
+    with schema_session(settings, "mnemoflow.tests.start") as s:
         ensure_store_model(s, SyntheticEmbedder(dim=384))  # the test store is a synthetic one
     for other in (SyntheticEmbedder(dim=256), LocalOnnxEmbedder()):
         with pytest.raises(Conflict, match="MNEMOFLOW_EMBEDDING_PROVIDER=synthetic"), db.session() as s:

@@ -25,7 +25,8 @@ OTHERS = (
 
 @pytest.fixture(scope="module")
 def plants(make_store, servers):
-    url, database = make_store("gate")
+    url, store = make_store("gate")
+    database = store.bound("gardener")
     settings = Settings(database_url=url, redis_url=servers["redis_url"], embedding_provider="local")
     assert settings.min_score == RetrievalParams().min_score  # the shipped gate
     engine = MemoryEngine(settings, create_embedder(settings))

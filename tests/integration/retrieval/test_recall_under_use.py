@@ -34,7 +34,7 @@ def _load(db, engine, tenant: str, turns: list[dict]) -> dict[uuid.UUID, str]:
             occurred_at=datetime.fromisoformat(turn["timestamp"]),
         )
         follows = previous[1] if previous and previous[0] == turn["session"] else None
-        with db.session() as s:
+        with db.session(tenant) as s:
             memory, _ = engine.add(s, tenant, item, follows=follows)
         ids[memory["id"]] = turn["id"]
         previous = (turn["session"], memory["id"])
@@ -47,10 +47,10 @@ def _recall_at_5(ids: list[uuid.UUID], mapping: dict[uuid.UUID, str], gold: set[
 
 def _ask(db, engine, retriever, tenant: str, question: dict, *, reinforce: bool) -> list[uuid.UUID]:
     """A query at the defaults (k = 10); with `reinforce`, its reinforcement applied as the worker applies it."""
-    with db.session() as s:
+    with db.session(tenant) as s:
         outcome = retriever.query(s, tenant, QueryRequest(query=question["question"], k=10, reinforce=reinforce))
     if reinforce:
-        with db.session() as s:
+        with db.session(tenant) as s:
             reinforce_hits(
                 engine,
                 s,
@@ -74,7 +74,7 @@ def conversation() -> tuple[list[dict], list[dict]]:
 
 
 def test_questions_asked_after_the_other_half_was_asked_score_no_worse_than_on_a_fresh_store(
-    db, engine, retriever, conversation
+    db, maintenance, engine, retriever, conversation
 ):
     turns, questions = conversation
     assert len(questions) == QUESTIONS
@@ -93,7 +93,7 @@ def test_questions_asked_after_the_other_half_was_asked_score_no_worse_than_on_a
             _recall_at_5(_ask(db, engine, retriever, tenant, q, reinforce=True), mapping, set(q["gold_ids"]))
             for q in second
         ]
-    with db.session() as s:  # the use was real: most of what was returned was lifted by it
+    with maintenance.session() as s:  # the use was real: most of what was returned was lifted by it
         lifted = s.execute(
             text("SELECT count(*) FROM memories WHERE user_id = ANY(:u) AND recall_lift > 0 AND salience > 0.4"),
             {"u": copies},

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 
 def _job(db, tenant: str, chunks: int = 1, kind: str = "batch") -> uuid.UUID:
-    with db.session() as s:
+    with db.session(tenant) as s:
         job_id, _ = job_store.create_job(s, user_id=tenant, kind=kind, total=chunks, params={}, idempotency_key=None)
         job_store.add_chunks(s, job_id, [ChunkSpec(seq, "semantic", [{"content": "x"}]) for seq in range(chunks)])
     return job_id
@@ -146,14 +146,15 @@ def test_without_its_heartbeat_a_job_lease_runs_out(db, tenant):
         assert leases.claim_job(s, job_id, owner="next", ttl=2) == 2
 
 
-def test_applied_events_are_pruned_by_age(db):
+def test_applied_events_are_pruned_by_age(db, maintenance):
     old, new = f"old-{uuid.uuid4()}", f"new-{uuid.uuid4()}"
-    with db.session() as s:
+    with db.session() as s:  # a tenant's task marks them
         assert job_store.try_mark_event(s, old) and job_store.try_mark_event(s, new)
+    with maintenance.session() as s:  # the store-wide pruning forgets them
         s.execute(
             text("UPDATE applied_events SET applied_at = now() - interval '3 days' WHERE event_id = :e"), {"e": old}
         )
-    with db.session() as s:
+    with maintenance.session() as s:
         assert job_store.prune_applied_events(s, older_than_days=2) >= 1
         left = set(
             s.execute(
