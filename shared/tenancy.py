@@ -1,6 +1,6 @@
 """Who a database connection acts as: a PostgreSQL role, and for the app role the tenant it may see.
 
-Row-level security (migration 0012, docs/security.md) shows `mnemoflow_app` only the rows of the tenant named in
+Row-level security (migration 0013, docs/security.md) shows `mnemoflow_app` only the rows of the tenant named in
 the setting `mnemoflow.user_id`, and none when it is empty; `mnemoflow_maintenance`, the role of store-wide work
 (decay, merge, re-embed, the sweeper, pruning), sees every row. Neither owns a table or bypasses row-level
 security. A process connects with DATABASE_URL's user (the tables' owner, who migrates) and each engine takes its
@@ -30,7 +30,7 @@ TENANT_SETTING = "mnemoflow.user_id"
 
 
 class DbRole(enum.StrEnum):
-    """The role an engine's connections act as (created by migration 0012)."""
+    """The role an engine's connections act as (created by migration 0013)."""
 
     APP = "mnemoflow_app"  # tenant work: row-level security shows it the tenant's rows only
     MAINTENANCE = "mnemoflow_maintenance"  # store-wide work: every row, owns nothing

@@ -27,7 +27,7 @@ from shared.tenancy import DbRole, require_role
 
 pytestmark = pytest.mark.integration
 
-# Every table that holds a tenant's rows, as migration 0012 protects it.
+# Every table that holds a tenant's rows, as migration 0013 protects it.
 TENANT_TABLES = [
     "memories",
     "memory_vectors",
