@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from shared.api.memories import MemoryCreate
-from shared.db import Database, create_db_engine
+from shared.db import Database, create_db_engine, schema_session
 from shared.embedding import SyntheticEmbedder
 from shared.ingest import intake, sniff
 from shared.jobs import ChunkSpec
@@ -315,3 +315,30 @@ def test_a_connection_that_does_not_act_as_its_role_is_refused(settings, make_st
             engine.connect()
     finally:
         engine.dispose()
+
+
+def test_full_text_keeps_its_index_under_row_level_security(make_store, settings):
+    # The match (ts_match_vq) is not leakproof: under a policy the planner may not use it as an index condition,
+    # and a tenant's search read all its memories. Through memory_text (a view with the tenant's condition of its
+    # own) the GIN index stays usable.
+    url, app = make_store("rls_text")
+    with schema_session(settings.model_copy(update={"database_url": url}), "tests.rls") as s:  # a tenant of 3,000
+        s.execute(
+            text(
+                "INSERT INTO memories (user_id, content, content_hash, primary_sector, sectors, salience, "
+                "decay_lambda) SELECT 'clara', 'word' || g || ' and some common text', md5(g::text), 'semantic', "
+                "ARRAY['semantic'], 0.5, 0.01 FROM generate_series(1, 3000) g"
+            )
+        )
+        s.execute(text("ANALYZE memories"))
+
+    def plan(relation: str) -> str:
+        with app.reading("clara") as s:
+            rows = s.execute(
+                text(f"EXPLAIN SELECT id FROM {relation} WHERE user_id = :u AND search @@ CAST(:q AS tsquery)"),
+                {"u": "clara", "q": "word123"},
+            ).scalars()
+            return "\n".join(rows)
+
+    assert "memories_search_gin" in plan("memory_text")
+    assert "memories_search_gin" not in plan("memories")
