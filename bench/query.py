@@ -40,17 +40,23 @@ from shared.tenancy import DbRole
 USER = "bench"
 
 
-def load(database_url: str, texts: list[str], batch: int = 2_000) -> float:
-    """Store the corpus through the engine's own write path (insert + waypoints), in batches."""
+def tenants(n: int) -> list[str]:
+    """The tenants a run stores the corpus for and asks in turn (`--tenants`)."""
+    return [USER, *(f"{USER}-{i}" for i in range(1, n))]
+
+
+def load(database_url: str, texts: list[str], batch: int = 2_000, users: list[str] | None = None) -> float:
+    """Store the corpus through the engine's own write path (insert + waypoints), in batches, for each tenant."""
     settings = bench_settings(database_url)
     engine = MemoryEngine(settings, create_embedder(settings))
-    db = Database(create_db_engine(settings, "mnemoflow.bench")).bound(USER)  # the tenant's writes
+    db = Database(create_db_engine(settings, "mnemoflow.bench"))
     store_wide = Database(create_db_engine(settings, "mnemoflow.bench.merge", role=DbRole.MAINTENANCE))
     started = time.perf_counter()
-    for start in range(0, len(texts), batch):
-        items = [MemoryCreate(content=t) for t in texts[start : start + batch]]
-        with db.session() as session:
-            engine.store(session, engine.prepare(items, USER)[0], settle=False)
+    for user in users or [USER]:
+        for start in range(0, len(texts), batch):
+            items = [MemoryCreate(content=t) for t in texts[start : start + batch]]
+            with db.session(user) as session:  # the tenant's writes
+                engine.store(session, engine.prepare(items, user)[0], settle=False)
     while True:  # the background merge, run to completion here so the index is settled
         with store_wide.session() as session:
             merged, _ = engine.merge_fresh(session, limit=settings.merge_batch_size, analyze=True)
@@ -141,18 +147,23 @@ def baseline(database_url: str, qs: list[str], k: int) -> list[float]:
     return samples
 
 
-def over_http(gateway: str, qs: list[str], k: int) -> tuple[list[float], dict[str, list[float]]]:
+def over_http(
+    gateway: str, qs: list[str], k: int, users: list[str] | None = None
+) -> tuple[list[float], dict[str, list[float]]]:
     """Wall-clock latency per query and, from the same requests (`explain: true`), the server's per-stage
     timings; "server" is the engine's whole time (`total`), "outside" the rest of the wall clock (HTTP,
-    validation, serialisation, the Redis bookkeeping around the query)."""
+    validation, serialisation, the Redis bookkeeping around the query). With several `users`, queries ask them in
+    turn: each query's connection last served another tenant."""
+    users = users or [USER]
     samples = []
     stages: dict[str, list[float]] = {}
     with httpx.Client(base_url=gateway, timeout=30) as client:
-        for q in qs[:20]:  # warm-up
-            client.post("/memory/query", json={"query": q, "k": k, "user_id": USER})
-        for q in qs:
+        for i, q in enumerate(qs[:20]):  # warm-up
+            client.post("/memory/query", json={"query": q, "k": k, "user_id": users[i % len(users)]})
+        for i, q in enumerate(qs):
             started = time.perf_counter()
-            response = client.post("/memory/query", json={"query": q, "k": k, "user_id": USER, "explain": True})
+            body = {"query": q, "k": k, "user_id": users[i % len(users)], "explain": True}
+            response = client.post("/memory/query", json=body)
             wall = (time.perf_counter() - started) * 1000
             samples.append(wall)
             response.raise_for_status()
@@ -172,6 +183,13 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--bulk-from", type=int, default=300_000, help="bulk-load stores of this size and up")
     parser.add_argument(
+        "--tenants",
+        type=int,
+        default=1,
+        help="store the corpus for this many tenants and ask them in turn (each query's connection last served "
+        "another tenant: the worst case for setting the tenant on the read path; not with --bulk-from sizes)",
+    )
+    parser.add_argument(
         "--period",
         action="store_true",
         help='ask every question again with " this year" added: the worst case of time anchoring\'s search of '
@@ -184,12 +202,15 @@ def main() -> None:
         for size in args.sizes:
             texts = corpus(size)
             url = fresh_database(srv.admin_url, "bench_query")
-            load_s = (load_bulk if size >= args.bulk_from else load)(url, texts)
+            users = tenants(args.tenants)
+            bulk = size >= args.bulk_from
+            load_s = load_bulk(url, texts) if bulk else load(url, texts, users=users)
+            load_rate = size * (1 if bulk else len(users)) / load_s
             qs = questions(texts, args.queries)
             base = percentiles(baseline(url, qs, args.k))
             runs = {"": qs} | ({" this year": [f"{q} this year" for q in qs]} if args.period else {})
             with stack(url, srv.redis_url) as gateway:
-                measured = {label: over_http(gateway, asked, args.k) for label, asked in runs.items()}
+                measured = {label: over_http(gateway, asked, args.k, users) for label, asked in runs.items()}
             for label, (samples, stages) in measured.items():
                 ours = percentiles(samples)
                 rows.append((f"{size:,}{label}", base, ours))
@@ -204,7 +225,7 @@ def main() -> None:
                 print(
                     f"[query{label}] n={size:,}: ours p50 {ours['p50']:.1f} p95 {ours['p95']:.1f} "
                     f"p99 {ours['p99']:.1f} ms | bare HNSW p50 {base['p50']:.1f} p95 {base['p95']:.1f} ms "
-                    f"(loaded at {size / load_s:,.0f}/s)",
+                    f"(loaded at {load_rate:,.0f}/s)",
                     flush=True,
                 )
 

@@ -96,7 +96,7 @@ def require_role(engine: Engine, role: DbRole) -> None:
         if current != role.value:
             raise RuntimeError(
                 f"this connection acts as {current!r}, not {role.value!r}: the start-up option `-c role=` did not "
-                "reach the server (a connection pooler dropping it?) or the migrations have not run"
+                "reach the server (a connection pooler dropping it?)"
             )
 
 

@@ -22,7 +22,7 @@ from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
 from shared.storage import decay_steps, search
 from shared.storage import jobs as job_store
-from shared.storage.rows import SectorVector
+from shared.storage.rows import SectorVector, occurred_sql
 from shared.tenancy import DbRole, require_role
 
 pytestmark = pytest.mark.integration
@@ -317,10 +317,10 @@ def test_a_connection_that_does_not_act_as_its_role_is_refused(settings, make_st
         engine.dispose()
 
 
-def test_full_text_keeps_its_index_under_row_level_security(make_store, settings):
-    # The match (ts_match_vq) is not leakproof: under a policy the planner may not use it as an index condition,
-    # and a tenant's search read all its memories. Through memory_text (a view with the tenant's condition of its
-    # own) the GIN index stays usable.
+def test_the_read_paths_indexes_stay_usable_under_row_level_security(make_store, settings):
+    # Under a policy the planner uses an index for a condition only if it cannot leak (leakproof). The full-text
+    # match (ts_match_vq) is not: through memory_text (a view with the tenant's condition of its own) the GIN index
+    # stays usable. COALESCE is not either: when a memory happened is indexed, and asked, as a CASE.
     url, app = make_store("rls_text")
     with schema_session(settings.model_copy(update={"database_url": url}), "tests.rls") as s:  # a tenant of 3,000
         s.execute(
@@ -332,13 +332,16 @@ def test_full_text_keeps_its_index_under_row_level_security(make_store, settings
         )
         s.execute(text("ANALYZE memories"))
 
-    def plan(relation: str) -> str:
+    def plan(sql: str) -> str:
         with app.reading("clara") as s:
-            rows = s.execute(
-                text(f"EXPLAIN SELECT id FROM {relation} WHERE user_id = :u AND search @@ CAST(:q AS tsquery)"),
-                {"u": "clara", "q": "word123"},
-            ).scalars()
-            return "\n".join(rows)
+            return "\n".join(s.execute(text(f"EXPLAIN {sql}"), {"u": "clara", "q": "word123"}).scalars())
 
-    assert "memories_search_gin" in plan("memory_text")
-    assert "memories_search_gin" not in plan("memories")
+    text_search = "SELECT id FROM {} m WHERE m.user_id = :u AND m.search @@ CAST(:q AS tsquery)"
+    assert "memories_search_gin" in plan(text_search.format("memory_text"))
+    assert "memories_search_gin" not in plan(text_search.format("memories"))
+    period = (
+        "SELECT id FROM memories m WHERE m.user_id = :u AND {0} >= now() - interval '2 days' "
+        "AND {0} < now() - interval '1 day' ORDER BY {0} DESC LIMIT 10"
+    )
+    assert "memories_user_happened" in plan(period.format(occurred_sql("m")))
+    assert "memories_user_happened" not in plan(period.format("COALESCE(m.occurred_at, m.created_at)"))

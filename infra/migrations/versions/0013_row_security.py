@@ -10,10 +10,11 @@
   to the tenant of their job or document. RLS is enabled, not forced: the owner migrates and is not bound.
 - Shared: sector_models and applied_events (no tenant data) the app reads and adds to; embed_logs it only
   appends to. decay_runs and everything else: maintenance only.
-- Full text: RLS lets the planner use an index for a condition only if its function is "leakproof", and the
-  full-text match (ts_match_vq) is not, so under the app role's policy a search read every row of the tenant.
+- Under a policy the planner uses an index for a condition only if it knows the condition cannot leak
+  ("leakproof"). The full-text match (ts_match_vq) is not, so a search read every memory of the tenant:
   `memory_text` is the tenant's memories as a plain view (its owner's rights, its own tenant condition, no
-  security barrier), so the match keeps the GIN index.
+  security barrier), so the match keeps the GIN index. COALESCE is not either, so the index of when a memory
+  happened (0008) is rebuilt over the same value written as a CASE (`storage.rows.occurred_sql`).
 - Composite foreign keys: a vector and both ends of a waypoint name their memory's tenant, a memory its
   document's, a document its job's and its duplicate's; another tenant's id is refused, not merely filtered.
 
@@ -33,7 +34,9 @@ depends_on = None
 
 APP = "mnemoflow_app"
 MAINTENANCE = "mnemoflow_maintenance"
-TENANT = "NULLIF(current_setting('mnemoflow.user_id', true), '')"
+# A sub-SELECT: evaluated once per statement, not once per row a policy checks (a vector looked up by id)
+TENANT = "(SELECT NULLIF(current_setting('mnemoflow.user_id', true), ''))"
+HAPPENED = "(CASE WHEN occurred_at IS NULL THEN created_at ELSE occurred_at END)"
 PARTITIONS = [f"memory_vectors_{sector}" for sector in SECTORS]
 TENANT_TABLES = [
     "memories",
@@ -129,6 +132,9 @@ def upgrade() -> None:
         """
     )
     op.execute(f"GRANT SELECT ON memory_text TO {APP}")
+    # when a memory happened, per tenant (0008), as an expression the planner may use under a policy
+    op.execute(f"CREATE INDEX memories_user_happened ON memories (user_id, {HAPPENED})")
+    op.execute("DROP INDEX memories_user_occurred")
 
     for table in ("memories", "documents", "jobs"):
         op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {table}_tenant_key UNIQUE (id, user_id)")
@@ -149,6 +155,8 @@ def downgrade() -> None:
         )
     for table in ("memories", "documents", "jobs"):
         op.execute(f"ALTER TABLE {table} DROP CONSTRAINT {table}_tenant_key")
+    op.execute("CREATE INDEX memories_user_occurred ON memories (user_id, (COALESCE(occurred_at, created_at)))")
+    op.execute("DROP INDEX memories_user_happened")
     op.execute("DROP VIEW memory_text")
     for table in [*TENANT_TABLES, *CHILD_TABLES]:
         op.execute(f"DROP POLICY tenant ON {table}")
