@@ -61,7 +61,7 @@ def _ingest(client: httpx.Client, path: Path, tenant: str, **fields: str) -> tup
 
 
 def _memories(db, tenant: str) -> int:
-    with db.session() as session:
+    with db.session(tenant) as session:
         return session.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
 
 

@@ -22,7 +22,7 @@ CHUNKS, PER_CHUNK = 8, 500
 
 
 def _job(db, tenant: str):
-    with db.session() as s:
+    with db.session(tenant) as s:
         job_id, _ = job_store.create_job(
             s, user_id=tenant, kind="batch", total=CHUNKS * PER_CHUNK, params={}, idempotency_key=None
         )
@@ -55,7 +55,7 @@ def test_valkey_killed_mid_batch_loses_and_duplicates_nothing(db, servers, setti
     try:
         with running(worker_args("broker-loss", queues=queues, concurrency=1), env, tmp_path / "w.log") as proc:
             wait_for_worker(broker, "broker-loss", proc, log_path=tmp_path / "w.log")
-            send(app, *(StoreChunk(job_id=job_id, seq=seq, sector="semantic") for seq in range(CHUNKS)))
+            send(app, *(StoreChunk(job_id=job_id, seq=seq, sector="semantic", user_id=tenant) for seq in range(CHUNKS)))
             wait_until(lambda: job_state(db, job_id)["progress_done"] >= PER_CHUNK, interval=0.05)
             pid = redis.Redis.from_url(url).info("server")["process_id"]
             os.kill(int(pid), signal.SIGKILL)

@@ -34,7 +34,7 @@ def test_postgres_restarted_mid_batch_loses_and_duplicates_nothing(servers, sett
     broker = servers["redis_url"].rsplit("/", 1)[0] + "/9"
     redis.Redis.from_url(broker).flushdb()
     mine = settings.model_copy(update={"database_url": url, "redis_url": broker})
-    db = Database(create_db_engine(mine, "tests.restart", pool_size=2))
+    db = Database(create_db_engine(mine, "tests.restart", pool_size=2)).bound(tenant)  # the app role, as a tenant
     with db.session() as s:
         job_id, _ = job_store.create_job(
             s, user_id=tenant, kind="batch", total=CHUNKS * PER_CHUNK, params={}, idempotency_key=None
@@ -49,7 +49,7 @@ def test_postgres_restarted_mid_batch_loses_and_duplicates_nothing(servers, sett
     try:
         with running(worker_args("pg-restart", queues=queues, concurrency=2), env, tmp_path / "w.log") as proc:
             wait_for_worker(mine, "pg-restart", proc, log_path=tmp_path / "w.log")
-            send(app, *(StoreChunk(job_id=job_id, seq=seq, sector="semantic") for seq in range(CHUNKS)))
+            send(app, *(StoreChunk(job_id=job_id, seq=seq, sector="semantic", user_id=tenant) for seq in range(CHUNKS)))
             wait_until(lambda: job_state(db, job_id)["progress_done"] >= PER_CHUNK, interval=0.05)
             postgres.stop()  # a fast shutdown: every session is cut, chunks in flight roll back
             assert wait_until(lambda: _started(postgres), timeout=60) == url

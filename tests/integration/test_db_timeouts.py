@@ -17,13 +17,14 @@ from sqlalchemy.exc import OperationalError
 from shared.api.memories import MemoryCreate
 from shared.backpressure import DatabaseLimits, Timeouts
 from shared.config import Settings
-from shared.db import Database, create_db_engine
+from shared.db import Database, create_db_engine, schema_session
 from shared.embedding import SyntheticEmbedder
 from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
 from shared.storage.locks import Lock
 from shared.storage.sector_models import ensure_store_model, ensure_vector_indexes
+from shared.tenancy import DbRole
 
 pytestmark = pytest.mark.integration
 
@@ -35,9 +36,11 @@ def plain(url: str) -> str:
 
 
 @contextmanager
-def database(settings: Settings, timeouts: Timeouts | None = None, url: str | None = None) -> Iterator[Database]:
+def database(
+    settings: Settings, timeouts: Timeouts | None = None, url: str | None = None, role: DbRole = DbRole.APP
+) -> Iterator[Database]:
     configured = settings.model_copy(update={"database_url": url}) if url else settings
-    db = Database(create_db_engine(configured, "mnemoflow.tests.timeouts", pool_size=2, timeouts=timeouts))
+    db = Database(create_db_engine(configured, "mnemoflow.tests.timeouts", pool_size=2, timeouts=timeouts, role=role))
     try:
         yield db
     finally:
@@ -95,7 +98,7 @@ def test_index_ddl_at_start_up_waits_for_another_process_however_long(make_store
     # engine's lock timeout would have failed its start-up.
     url, _ = make_store("index_ddl")
     with (
-        database(settings, IMPATIENT, url=url) as db,
+        database(settings, IMPATIENT, url=url, role=DbRole.OWNER) as db,  # start-up's DDL is the owner's
         held_elsewhere(url, "SELECT pg_advisory_xact_lock(%s)", (int(Lock.INDEX_DDL),), seconds=1.0),
         db.session() as session,
     ):
@@ -111,15 +114,15 @@ def test_a_decay_step_waits_out_a_lock_longer_than_the_workers_lock_timeout(make
     url, store = make_store("timeouts")
     embedder = SyntheticEmbedder(dim=384)
     engine = MemoryEngine(settings, embedder)
-    with store.session() as s:
+    with schema_session(settings.model_copy(update={"database_url": url}), "mnemoflow.tests.timeouts") as s:
         ensure_store_model(s, embedder, min_dim=settings.min_vector_dim, max_dim=settings.max_vector_dim)
-    with store.session() as s:
+    with store.session(tenant) as s:
         prepared, _ = engine.prepare([MemoryCreate(content=f"lighthouse log {i}") for i in range(50)], tenant)
         refs = engine.store(s, prepared, settle=False)
     locked: uuid.UUID = refs[0].id
     cycle_settings = settings.model_copy(update={"decay_sleep_ms": 0, "decay_threads": 1})
     with (
-        database(settings, IMPATIENT, url=url) as db,
+        database(settings, IMPATIENT, url=url, role=DbRole.MAINTENANCE) as db,  # the cycle's role
         held_elsewhere(url, "SELECT 1 FROM memories WHERE id = %s FOR UPDATE", (locked,), seconds=1.0),
     ):
         cycle = DecayCycle(db, cycle_settings, dict.fromkeys(SECTORS, 384))

@@ -116,7 +116,7 @@ def stack(servers, tmp_path_factory) -> Iterator[Stack]:
 
 def _stage(db, tenant: str, path: Path) -> intake.Accepted:
     data = path.read_bytes()
-    with db.session() as s:
+    with db.session(tenant) as s:
         return intake.accept_upload(
             s,
             user_id=tenant,
@@ -198,7 +198,7 @@ class Outcome:
 
 
 @pytest.fixture(scope="module")
-def outcomes(stack: Stack, db) -> Iterator[tuple[dict[str, Outcome], dict]]:
+def outcomes(stack: Stack, app_db) -> Iterator[tuple[dict[str, Outcome], dict]]:
     """Every bomb ingested at once by the bomb worker; what became of each, and how the worker fared."""
     folder = Path(tempfile.mkdtemp(prefix="mnemoflow-bombs-"))
     folder.chmod(0o755)  # the external entities' target must be readable by the parser's uid: it must still not leak
@@ -207,12 +207,13 @@ def outcomes(stack: Stack, db) -> Iterator[tuple[dict[str, Outcome], dict]]:
     secret_file.chmod(0o644)
     canary = Canary("::")
     tenant = f"t-bombs-{secrets.token_hex(4)}"
+    db = app_db.bound(tenant)
     try:
         cases = _cases(secret_file, canary.port)
         staged = {name: _stage(db, tenant, case.make(folder)) for name, case in cases.items()}
         pool_before = sorted(p.pid for p in stack.process.children())
         peaks = _Peaks(stack.process)
-        send(stack.app, *(IngestDocument(job_id=a.job_id) for a in staged.values()))
+        send(stack.app, *(IngestDocument(job_id=a.job_id, user_id=tenant) for a in staged.values()))
         jobs = _wait(db, [a.job_id for a in staged.values()])
         peaks.stop()
         results = {}
@@ -260,7 +261,7 @@ def test_a_bomb_fails_its_document_with_a_reason_or_yields_a_little_text(name, o
     assert TOKEN not in everything  # no external entity was read
 
 
-def test_the_worker_survives_every_bomb_with_bounded_memory(outcomes, stack: Stack, db, tmp_path):
+def test_the_worker_survives_every_bomb_with_bounded_memory(outcomes, stack: Stack, db, tenant, tmp_path):
     _, health = outcomes
     assert health["canary"] == 0  # no external entity was fetched either
     # The same pool processes, none restarted: every bomb blew up in a sandbox child, not in the worker.
@@ -269,6 +270,6 @@ def test_the_worker_survives_every_bomb_with_bounded_memory(outcomes, stack: Sta
     assert 0 < health["child_peak"] <= PARSER_MEMORY_MB * MIB
     assert health["own_peak"] - health["own_start"] < 256 * MIB, health
     # And it still ingests a normal document.
-    accepted = _stage(db, f"t-after-{secrets.token_hex(4)}", samples.docx_file(tmp_path / "report.docx"))
-    send(stack.app, IngestDocument(job_id=accepted.job_id))
+    accepted = _stage(db, tenant, samples.docx_file(tmp_path / "report.docx"))
+    send(stack.app, IngestDocument(job_id=accepted.job_id, user_id=tenant))
     assert _wait(db, [accepted.job_id])[accepted.job_id]["status"] == "succeeded"

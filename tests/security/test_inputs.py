@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from infra.embedded import free_port
 from infra.processes import gateway_command, wait_healthy
+from shared.db import schema_session
 from tests.conftest import running, service_env
 
 pytestmark = pytest.mark.e2e
@@ -225,10 +226,10 @@ def keyed(servers, tmp_path_factory):
         yield url
 
 
-def test_rows_of_a_user_id_stored_before_the_rule_stay_readable_with_the_operator_key(http, db, tenant, keyed):
+def test_rows_of_a_user_id_stored_before_the_rule_stay_readable_with_the_operator_key(http, settings, tenant, keyed):
     added = http.post("/memory/add", json={"content": "Old tenant's note on harbour fees", "user_id": tenant}).json()
     legacy = f"legacy user~{uuid.uuid4().hex[:8]}"  # as a store made before the rule may hold
-    _rename(db, tenant, legacy)
+    _rename(settings, tenant, legacy)
 
     assert http.get("/memory/all", params={"user_id": legacy}).status_code == 422  # no request can name it
 
@@ -248,7 +249,7 @@ def test_rows_of_a_user_id_stored_before_the_rule_stay_readable_with_the_operato
         assert client.get("/maintenance/user-ids", headers={"Authorization": f"Bearer {TENANT_KEY}"}).status_code == 403
 
     renamed = f"{tenant}-renamed"
-    _rename(db, legacy, renamed)
+    _rename(settings, legacy, renamed)
     assert http.get(f"/memory/{added['id']}", params={"user_id": renamed}).json()["content"] == added["content"]
     body = {"query": "harbour fees", "user_id": renamed, "explain": True}
     [match] = http.post("/memory/query", json=body).json()["matches"]
@@ -256,13 +257,14 @@ def test_rows_of_a_user_id_stored_before_the_rule_stay_readable_with_the_operato
     assert match["trace"]["dense_rank"] == 1 and match["trace"]["lexical_rank"] == 1  # vectors and terms moved too
 
 
-def _rename(db, old: str, new: str) -> None:
-    """Move a tenant with the SQL that docs/configuration.md gives the operator (its section on user ids)."""
+def _rename(settings, old: str, new: str) -> None:
+    """Move a tenant with the SQL that docs/configuration.md gives the operator (its section on user ids), run as
+    the operator would, as DATABASE_URL's user (the tables' owner, whom row-level security does not bind)."""
     docs = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     section = docs.split("### User ids", 1)[1].split("\n#", 1)[0]
     block = section.split("```sql\n", 1)[1].split("```", 1)[0]
-    statements = [s.strip() for s in block.split(";") if s.strip()]
-    assert len(statements) == 8
-    with db.session() as session:
+    statements = [s.strip() for s in block.split(";") if s.strip() not in ("", "BEGIN", "COMMIT")]
+    assert len(statements) == 9  # SET CONSTRAINTS and one UPDATE per tenant table
+    with schema_session(settings, "mnemoflow.tests.rename") as session:
         for statement in statements:
             session.execute(text(statement.replace("'OLD'", ":old").replace("'NEW'", ":new")), {"old": old, "new": new})

@@ -17,6 +17,8 @@
   happened (0008) is rebuilt over the same value written as a CASE (`storage.rows.occurred_sql`).
 - Composite foreign keys: a vector and both ends of a waypoint name their memory's tenant, a memory its
   document's, a document its job's and its duplicate's; another tenant's id is refused, not merely filtered.
+  They are deferrable (checked per statement unless a transaction says SET CONSTRAINTS ALL DEFERRED): moving a
+  tenant to another user_id changes both ends of each key, one table at a time (docs/configuration.md#user-ids).
 
 Revision ID: 0013
 Revises: 0012
@@ -142,7 +144,7 @@ def upgrade() -> None:
         op.execute(
             f"ALTER TABLE {table} DROP CONSTRAINT {table}_{column}_fkey, "
             f"ADD CONSTRAINT {table}_{column}_tenant_fkey FOREIGN KEY ({columns}) "
-            f"REFERENCES {parent} (id, user_id) ON DELETE {on_delete}"
+            f"REFERENCES {parent} (id, user_id) ON DELETE {on_delete} DEFERRABLE"
         )
 
 
