@@ -29,10 +29,12 @@ def _start(busy: float) -> subprocess.Popen[bytes]:
 
 
 def test_waits_for_a_grandchild_to_stop_working():
-    proc = _start(busy=1.5)
+    # Whole-second intervals: a process starved of CPU by a loaded machine looks idle over a short one (this test
+    # failed once at a load average of 6 with 0.25 s), and must look idle over a second to be taken as settled.
+    proc = _start(busy=3.0)
     try:
-        waited = wait_settled([proc], interval=0.25, timeout=30)
-        assert waited >= 1.25  # not settled while the child spun
+        waited = wait_settled([proc], interval=1.0, timeout=60)
+        assert waited >= 3.0  # not settled while the child spun
         assert not psutil.Process(proc.pid).children()  # the busy child is done: it was waited for
     finally:
         proc.kill()
