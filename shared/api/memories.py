@@ -189,6 +189,10 @@ class BatchRequest(BaseModel):
         "linked to the next by a `next` waypoint, so a query that finds one can surface its neighbours",
     )
 
+    _key = field_validator("idempotency_key")(
+        lambda cls, value: None if value is None else no_nul(value, "idempotency_key")
+    )
+
     def request_hash(self) -> str:
         """SHA-256 of the batch as validated, in canonical JSON: the same batch sent with other spacing, key order
         or defaults spelt out hashes the same. The key and the user ids are left out (the key's scope is the

@@ -224,11 +224,23 @@ def test_a_time_outside_the_years_1_to_9999_in_utc_gets_422(http, tenant):
             assert "outside the years 1 to 9999 in UTC" in response.json()["error"]["message"], response.text
 
 
-def test_a_filename_or_content_type_with_a_nul_gets_422(http, tenant):
+def test_a_stored_name_with_a_nul_gets_422(http, tenant):
+    # PostgreSQL text cannot hold U+0000: each of these was a 500 (found by test_schemathesis.py)
+    responses = []
     for field in ("filename", "content_type"):
         body = {"content_type": "txt", "data": "a note", "filename": "notes.txt", "user_id": tenant}
-        body[field] = body[field] + "\x00"  # PostgreSQL text cannot hold it: it was a 500
-        response = http.post("/memory/ingest", json=body)
+        body[field] = body[field] + "\x00"
+        responses.append(http.post("/memory/ingest", json=body))
+    responses.append(
+        http.post(
+            "/memory/ingest/file",
+            data={"user_id": tenant, "content_type": "text/plain\x00"},
+            files={"file": ("notes.txt", b"a note about the harbour")},
+        )
+    )
+    items = [{"content": "a note"}]
+    responses.append(http.post("/memory/batch", json={"items": items, "user_id": tenant, "idempotency_key": "k\x00"}))
+    for response in responses:
         assert response.status_code == 422, response.text
         assert "NUL character" in response.json()["error"]["message"], response.text
 
