@@ -7,7 +7,7 @@ ship these schemas as they are (tests/unit/test_architecture.py keeps it so).
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, WithJsonSchema, field_validator
@@ -43,6 +43,28 @@ UserId = Annotated[
 ]
 
 
+# Salience, confidence, a link's weight, a boost and a decay ratio are stored as PostgreSQL `real` (32-bit floats),
+# which refuses a non-zero number too small for it (5e-324, say) with an underflow error instead of storing 0.
+REAL_SMALLEST = 1e-38
+
+
+def storable_real(value: float) -> float:
+    """`value` if PostgreSQL can store it as `real`: 0, or at least REAL_SMALLEST in magnitude; else ValueError."""
+    if value != 0.0 and abs(value) < REAL_SMALLEST:
+        raise ValueError(
+            f"{value!r} is too small to store as a 32-bit float; the smallest magnitude taken is {REAL_SMALLEST:g}"
+        )
+    return value
+
+
+Real = Annotated[float, AfterValidator(storable_real)]
+
+
+# The largest offset a paginated route takes: far past any page a store has, and inside PostgreSQL's integers
+# (OFFSET is a bigint; a larger number was an out-of-range error, a 500).
+MAX_OFFSET = 2**31 - 1
+
+
 def no_nul(value: str, what: str) -> str:
     # PostgreSQL text and jsonb cannot hold U+0000: refuse it here rather than fail in the database.
     if "\x00" in value:
@@ -58,6 +80,14 @@ def clean_tags(tags: list[str]) -> list[str]:
             raise ValueError("tags must not be empty strings")
         seen.setdefault(tag, None)
     return list(seen)
+
+
+def tag_filter(value: list[str] | None) -> list[str] | None:
+    """Tags to filter by, as given; one with a NUL (no stored tag can have it) is refused rather than sent to the
+    database, where it failed the query."""
+    for tag in value or []:
+        no_nul(tag, "a tag")
+    return value
 
 
 def known_sectors(value: list[str] | None) -> list[str] | None:
@@ -97,6 +127,21 @@ class TagsAndMetadata(BaseModel):
         return clean_metadata(value)
 
 
+# PostgreSQL's timestamptz takes a UTC offset below 16 hours; ISO 8601 (and Python) allow up to 23:59.
+PG_MAX_OFFSET = timedelta(hours=16)
+
+
 def assume_utc(value: datetime | None) -> datetime | None:
-    """A time without a zone is UTC."""
-    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+    """A time without a zone is UTC; one whose offset PostgreSQL cannot take is the same instant in UTC (it was an
+    error in the database, a 500). ValueError for an instant outside the years 1 to 9999 in UTC, which PostgreSQL
+    would store but Python could not read back."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError(f"{value.isoformat()} is outside the years 1 to 9999 in UTC") from exc
+    offset = value.utcoffset()
+    return utc if offset is not None and abs(offset) >= PG_MAX_OFFSET else value

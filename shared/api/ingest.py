@@ -7,9 +7,9 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
-from shared.api.common import TagsAndMetadata, UserId, assume_utc
+from shared.api.common import TagsAndMetadata, UserId, assume_utc, no_nul
 from shared.api.jobs import JobPublic
 
 
@@ -76,6 +76,11 @@ class IngestRequest(IngestOptions):
         default=None, description="how `data` is encoded; default: text for txt/md/html, base64 otherwise"
     )
     filename: str | None = Field(default=None, max_length=512)
+
+    @field_validator("content_type", "filename")
+    @classmethod
+    def _stored_text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else no_nul(value, info.field_name or "a field")
 
 
 class IngestUrlRequest(IngestOptions):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.api.common import Provider, known_sectors
+from shared.api.common import Provider, Real, known_sectors
 
 
 class JobPublic(BaseModel):
@@ -49,7 +49,7 @@ class DecayRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ratio: float | None = Field(
+    ratio: Real | None = Field(
         default=None,
         gt=0.0,
         le=1.0,

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shared.api.common import TagsAndMetadata, UserId, assume_utc, clean_metadata, clean_tags, no_nul
+from shared.api.common import Real, TagsAndMetadata, UserId, assume_utc, clean_metadata, clean_tags, no_nul
 
 # Where clients that have no `occurred_at` put a memory's time in its metadata, looked at in this order.
 METADATA_TIME_KEYS: tuple[str, ...] = ("timestamp", "time", "date")
@@ -30,6 +30,13 @@ def occurred_from_metadata(metadata: dict[str, Any]) -> datetime | None:
     return None
 
 
+def memory_text(value: str) -> str:
+    """A memory's content as written (added or changed): some text that is not whitespace, and no NUL."""
+    if not value.strip():
+        raise ValueError("content must contain non-whitespace text")
+    return no_nul(value, "content")
+
+
 class MemoryCreate(TagsAndMetadata):
     """One memory to store: `POST /memory/add` and each item of `POST /memory/batch`."""
 
@@ -39,8 +46,8 @@ class MemoryCreate(TagsAndMetadata):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     user_id: UserId | None = None
-    salience: float | None = Field(default=None, ge=0.0, le=1.0, description="Initial salience; default by sector.")
-    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    salience: Real | None = Field(default=None, ge=0.0, le=1.0, description="Initial salience; default by sector.")
+    confidence: Real = Field(default=1.0, ge=0.0, le=1.0)
     occurred_at: datetime | None = Field(
         default=None,
         description="when what it records happened (a conversation turn's time, an event's date), ISO 8601; "
@@ -51,9 +58,7 @@ class MemoryCreate(TagsAndMetadata):
     @field_validator("content")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("content must contain non-whitespace text")
-        return no_nul(value, "content")
+        return memory_text(value)
 
     _aware = field_validator("occurred_at")(lambda cls, value: assume_utc(value))
 
@@ -95,7 +100,7 @@ class MemoryUpdate(BaseModel):
     @field_validator("content")
     @classmethod
     def _content(cls, value: str | None) -> str | None:
-        return None if value is None else no_nul(value, "content")
+        return None if value is None else memory_text(value)
 
     @field_validator("tags")
     @classmethod
@@ -149,7 +154,7 @@ class LinkCreate(BaseModel):
     src_id: uuid.UUID
     dst_id: uuid.UUID
     kind: Literal["association", "contradicts", "supersedes", "next"] = "association"
-    weight: float = Field(default=1.0, gt=0.0, le=1.0)
+    weight: Real = Field(default=1.0, gt=0.0, le=1.0)
     user_id: UserId | None = None
 
     @model_validator(mode="after")
@@ -163,7 +168,7 @@ class ReinforceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: uuid.UUID
-    boost: float | None = Field(default=None, gt=0.0, le=1.0)
+    boost: Real | None = Field(default=None, gt=0.0, le=1.0)
     user_id: UserId | None = None
 
 
@@ -182,6 +187,10 @@ class BatchRequest(BaseModel):
         default=False,
         description="the items are one sequence in order (a conversation's turns, a session's notes): each is "
         "linked to the next by a `next` waypoint, so a query that finds one can surface its neighbours",
+    )
+
+    _key = field_validator("idempotency_key")(
+        lambda cls, value: None if value is None else no_nul(value, "idempotency_key")
     )
 
     def request_hash(self) -> str:

@@ -31,6 +31,14 @@ class EmbeddingServiceError(RuntimeError):
         self.retryable = retryable
 
 
+class DimensionMismatch(EmbeddingServiceError):
+    """The model answered vectors of another dimension than the one asked for."""
+
+    def __init__(self, message: str, *, answered: int, expected: int) -> None:
+        super().__init__(message, retryable=False)
+        self.answered, self.expected = answered, expected
+
+
 def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, EmbeddingServiceError) and exc.retryable
 
@@ -84,10 +92,11 @@ class HttpEmbedder:
         matrix = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
         np.add.at(matrix, owners, vectors)  # a long text is the mean of its windows
         if matrix.shape[1] != self.dim:
-            raise EmbeddingServiceError(
+            raise DimensionMismatch(
                 f"{self.name} model {self.model!r} returned {matrix.shape[1]}-dimensional vectors but the store "
                 f"expects {self.dim}; set MNEMOFLOW_VECTOR_DIM={matrix.shape[1]} for a new store",
-                retryable=False,
+                answered=matrix.shape[1],
+                expected=self.dim,
             )
         return normalize_rows(matrix)
 

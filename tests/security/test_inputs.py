@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from infra.embedded import free_port
 from infra.processes import gateway_command, wait_healthy
+from shared.api.common import MAX_OFFSET
 from shared.db import schema_session
 from tests.conftest import running, service_env
 
@@ -161,6 +162,107 @@ def _assert_rule(schema: dict, where: str) -> None:
 
     strings = [s for s in schema.get("anyOf", [schema]) if s.get("type") == "string"]
     assert strings and all(s.get("pattern") == USER_ID_PATTERN for s in strings), (where, schema)
+
+
+# Numbers stored as PostgreSQL `real`: 5e-324 (a double, too small for a 32-bit float) was an underflow error in the
+# database, a 500 (found by test_schemathesis.py).
+TINY_NUMBER_ROUTES = [
+    ("/memory/link", {"src_id": NO_SUCH, "dst_id": "00000000-0000-4000-8000-000000000001", "weight": 5e-324}),
+    ("/memory/reinforce", {"id": NO_SUCH, "boost": 5e-324}),
+    ("/memory/add", {"content": "a note", "salience": 5e-324}),
+    ("/memory/add", {"content": "a note", "confidence": 5e-324}),
+    ("/memory/batch", {"items": [{"content": "a note", "salience": 5e-324}]}),
+    ("/maintenance/decay", {"ratio": 5e-324}),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), TINY_NUMBER_ROUTES)
+def test_a_number_too_small_for_a_32_bit_float_gets_422_naming_the_smallest(http, tenant, path, body):
+    response = http.post(path, json=body if path.startswith("/maintenance") else body | {"user_id": tenant})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_input" and "too small to store as a 32-bit float" in error["message"], error
+    assert "1e-38" in error["message"], error
+
+
+def test_a_change_of_content_to_whitespace_gets_422_as_an_add_does(http, tenant):
+    added = http.post("/memory/add", json={"content": "The boathouse key is blue", "user_id": tenant}).json()
+    for content in ("   ", "\x1c"):  # was a 500: the route took it and the engine's own check failed
+        response = http.patch(f"/memory/{added['id']}", json={"content": content, "user_id": tenant})
+        assert response.status_code == 422, response.text
+        assert "content must contain non-whitespace text" in response.json()["error"]["message"]
+    assert http.get(f"/memory/{added['id']}", params={"user_id": tenant}).json()["content"] == added["content"]
+
+
+def test_a_tag_filter_with_a_nul_gets_422_on_the_list_and_the_query(http, tenant):
+    # PostgreSQL text cannot hold U+0000: the filter failed in the database, a 500 (found by test_schemathesis.py)
+    listed = http.get("/memory/all", params={"user_id": tenant, "tags": ["ops", "a\x00b"]})
+    queried = http.post("/memory/query", json={"query": "ops", "user_id": tenant, "filters": {"tags": ["a\x00b"]}})
+    for response in (listed, queried):
+        assert response.status_code == 422, response.text
+        assert "NUL character" in response.json()["error"]["message"], response.text
+
+
+def test_a_time_whose_utc_offset_postgresql_cannot_take_is_kept_as_the_same_instant(http, tenant):
+    # ISO 8601 allows offsets to 23:59, PostgreSQL below 16:00: "+17:23" was an error in the database, a 500
+    added = http.post(
+        "/memory/add",
+        json={"content": "The ferry left late", "occurred_at": "2023-05-08T18:16:41+17:23", "user_id": tenant},
+    )
+    assert added.status_code == 200, added.text
+    assert added.json()["occurred_at"].replace("Z", "+00:00") == "2023-05-08T00:53:41+00:00"
+    since = http.get("/memory/all", params={"user_id": tenant, "occurred_after": "2023-05-08T17:00:00+17:23"})
+    assert since.status_code == 200 and [m["id"] for m in since.json()["items"]] == [added.json()["id"]], since.text
+
+
+def test_a_time_outside_the_years_1_to_9999_in_utc_gets_422(http, tenant):
+    # PostgreSQL stores such an instant, and reading it back failed (a 500)
+    for when in ("0001-01-01T05:00:00+10:00", "9999-12-31T20:00:00-10:00"):
+        added = http.post("/memory/add", json={"content": "An old note", "occurred_at": when, "user_id": tenant})
+        listed = http.get("/memory/all", params={"user_id": tenant, "occurred_before": when})
+        for response in (added, listed):
+            assert response.status_code == 422, response.text
+            assert "outside the years 1 to 9999 in UTC" in response.json()["error"]["message"], response.text
+
+
+def test_a_stored_name_with_a_nul_gets_422(http, tenant):
+    # PostgreSQL text cannot hold U+0000: each of these was a 500 (found by test_schemathesis.py)
+    responses = []
+    for field in ("filename", "content_type"):
+        body = {"content_type": "txt", "data": "a note", "filename": "notes.txt", "user_id": tenant}
+        body[field] = body[field] + "\x00"
+        responses.append(http.post("/memory/ingest", json=body))
+    responses.append(
+        http.post(
+            "/memory/ingest/file",
+            data={"user_id": tenant, "content_type": "text/plain\x00"},
+            files={"file": ("notes.txt", b"a note about the harbour")},
+        )
+    )
+    items = [{"content": "a note"}]
+    responses.append(http.post("/memory/batch", json={"items": items, "user_id": tenant, "idempotency_key": "k\x00"}))
+    for response in responses:
+        assert response.status_code == 422, response.text
+        assert "NUL character" in response.json()["error"]["message"], response.text
+
+
+OFFSET_ROUTES = [
+    ("/memory/all", "u"),
+    ("/documents", "offset"),
+    ("/documents/" + NO_SUCH, "offset"),
+    ("/maintenance/user-ids/memories", "u"),
+]
+
+
+@pytest.mark.parametrize(("path", "name"), OFFSET_ROUTES)
+def test_an_offset_past_the_largest_gets_422_naming_it(http, tenant, path, name):
+    params = {"stored_user_id": tenant} if path.startswith("/maintenance") else {"user_id": tenant}
+    for offset in (MAX_OFFSET + 1, 2**64):  # past PostgreSQL's bigint was an out-of-range error, a 500
+        response = http.get(path, params=params | {name: offset})
+        assert response.status_code == 422, response.text
+        assert f"less than or equal to {MAX_OFFSET}" in response.json()["error"]["message"]
+    largest = http.get(path, params=params | {name: MAX_OFFSET})
+    assert largest.status_code == (404 if NO_SUCH in path else 200), largest.text
 
 
 def test_a_user_id_of_every_allowed_kind_works_end_to_end(http, tenant):

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 
 from services.gateway.deps import PrincipalDep, WorkDep
 from services.gateway.routers.system import job_public
-from shared.api.common import UserId
+from shared.api.common import MAX_OFFSET, UserId
 from shared.api.ingest import DocumentDetail, DocumentMemory, DocumentPage, DocumentPublic
 from shared.errors import NotFound
 from shared.storage import documents as document_store
@@ -24,7 +24,7 @@ def list_documents(
     principal: PrincipalDep,
     user_id: UserId | None = None,
     status: DocumentStatus | None = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> DocumentPage:
     """The tenant's documents, newest first, optionally of one status."""
@@ -39,7 +39,7 @@ def get_document(
     work: WorkDep,
     principal: PrincipalDep,
     user_id: UserId | None = None,
-    offset: Annotated[int, Query(ge=0, description="first memory (in reading order) to list")] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="first memory (in reading order) to list")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="memories to list")] = 100,
 ) -> DocumentDetail:
     """One document: status, source, format, chunk count, error, metadata, its job and its memories in order."""

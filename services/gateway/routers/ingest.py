@@ -27,7 +27,7 @@ from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep
 from services.gateway.routers.system import job_public
 from services.gateway.state import GatewayState, UnitOfWork
-from shared.api.common import USER_ID_PATTERN
+from shared.api.common import USER_ID_PATTERN, no_nul
 from shared.api.ingest import IngestAccepted, IngestOptions, IngestRequest, IngestUrlRequest, form_params
 from shared.api.jobs import JobPublic
 from shared.backpressure import Quota
@@ -146,6 +146,11 @@ async def ingest_file(
         _check_options(state, options)
         declared = fields.get("content_type") or upload.content_type
         filename = os.path.basename(upload.filename) if upload.filename else None
+        try:  # both are stored: PostgreSQL text cannot hold U+0000
+            for what, value in (("content_type", declared), ("filename", filename)):
+                no_nul(value or "", what)
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from exc
         accepted = await run_in_threadpool(
             _accept_file, state, upload.file, user_id, filename, declared, options.job_params()
         )

@@ -13,12 +13,13 @@ from pydantic import AfterValidator
 
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep, WorkDep
-from shared.api.common import USER_ID_RULE, no_nul
+from shared.api.common import MAX_OFFSET, USER_ID_RULE, no_nul
 from shared.api.jobs import DecayRequest, ReembedRequest
 from shared.api.memories import MemoryPage, MemoryPublic
 from shared.embedding import EmbeddingProvider, reembed
-from shared.embedding.calls import embed_timed
+from shared.embedding.calls import EmbeddingFailed, embed_timed
 from shared.embedding.factory import embedder_for
+from shared.embedding.http import DimensionMismatch
 from shared.embedding.local import ModelUnavailable
 from shared.errors import InvalidInput, NotFound, ServiceUnavailable
 from shared.jobs import JobKind, PlanReembed, RunDecayCycle
@@ -46,7 +47,14 @@ def _target_embedder(state: Any, body: ReembedRequest) -> EmbeddingProvider:
         raise InvalidInput(f"cannot use the {body.provider} provider: {exc}") from exc
     try:
         embed_timed(embedder, ["a sentence to check that the provider answers"])
-    except Exception as exc:
+    except EmbeddingFailed as exc:
+        if isinstance(exc.__cause__, DimensionMismatch):  # it answered: the request named the wrong size
+            answered = exc.__cause__.answered
+            raise InvalidInput(
+                f"dimensions: the {body.provider} model ({embedder.model}) answers {answered}-dimensional vectors, "
+                f"not {body.dimensions}; ask for dimensions={answered}",
+                details={"dimensions": body.dimensions, "answered": answered},
+            ) from exc
         raise ServiceUnavailable(f"the {body.provider} provider did not answer: {exc}") from exc
     return embedder
 
@@ -196,7 +204,7 @@ def memories_of_stored_user_id(
         Query(min_length=1, description="a user_id as stored, whatever it is"),
         AfterValidator(lambda value: no_nul(value, "stored_user_id")),
     ],
-    u: Annotated[int, Query(ge=0, description="offset")] = 0,
+    u: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="offset")] = 0,
     l: Annotated[int, Query(ge=1, le=1000, description="limit")] = 100,  # noqa: E741
 ) -> MemoryPage:
     """The memories of any stored user id, newest first, for the operator: how rows whose user id no request can

@@ -7,10 +7,11 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
+from pydantic import AfterValidator
 
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep, WorkDep
-from shared.api.common import UserId, assume_utc
+from shared.api.common import MAX_OFFSET, UserId, assume_utc, tag_filter
 from shared.api.memories import (
     BatchRequest,
     LinkCreate,
@@ -32,6 +33,7 @@ from shared.storage import waypoints as waypoint_store
 from shared.storage.rows import MemoryFilter
 
 router = APIRouter(prefix="/memory", tags=["memory"])
+When = Annotated[datetime | None, AfterValidator(assume_utc)]  # a time in a query: UTC if it has no zone
 
 
 @router.post("/add", response_model=MemoryAddResult)
@@ -118,17 +120,19 @@ def link_memories(body: LinkCreate, state: StateDep, work: WorkDep, principal: P
 def list_all(
     work: WorkDep,
     principal: PrincipalDep,
-    u: Annotated[int, Query(ge=0, description="offset (OpenMemory's name)")] = 0,
+    u: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="offset (OpenMemory's name)")] = 0,
     l: Annotated[int, Query(ge=1, le=1000, description="limit (OpenMemory's name)")] = 100,  # noqa: E741
     sector: str | None = None,
     user_id: UserId | None = None,
-    tags: Annotated[list[str] | None, Query(description="only memories carrying all these tags")] = None,
-    start_time: Annotated[datetime | None, Query(alias="startTime", description="stored at or after")] = None,
-    end_time: Annotated[datetime | None, Query(alias="endTime", description="stored at or before")] = None,
-    occurred_after: Annotated[
-        datetime | None, Query(description="happened at or after (occurred_at, else when stored); UTC if no zone")
+    tags: Annotated[
+        list[str] | None, Query(description="only memories carrying all these tags"), AfterValidator(tag_filter)
     ] = None,
-    occurred_before: Annotated[datetime | None, Query(description="happened at or before")] = None,
+    start_time: Annotated[When, Query(alias="startTime", description="stored at or after")] = None,
+    end_time: Annotated[When, Query(alias="endTime", description="stored at or before")] = None,
+    occurred_after: Annotated[
+        When, Query(description="happened at or after (occurred_at, else when stored); UTC if no zone")
+    ] = None,
+    occurred_before: Annotated[When, Query(description="happened at or before")] = None,
 ) -> MemoryPage:
     """A tenant's memories, newest first, paginated with `u` (offset) and `l` (limit)."""
     tenant = principal.tenant(user_id)
@@ -137,10 +141,10 @@ def list_all(
     where = MemoryFilter(
         sectors=[sector] if sector else None,
         tags=tags,
-        start_time=assume_utc(start_time),
-        end_time=assume_utc(end_time),
-        occurred_after=assume_utc(occurred_after),
-        occurred_before=assume_utc(occurred_before),
+        start_time=start_time,
+        end_time=end_time,
+        occurred_after=occurred_after,
+        occurred_before=occurred_before,
     )
     rows, total = memory_store.list_memories(work.session, tenant, offset=u, limit=l, where=where)
     return MemoryPage(items=[MemoryPublic(**r) for r in rows], total=total, offset=u, limit=l)

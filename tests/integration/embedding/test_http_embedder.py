@@ -14,7 +14,7 @@ import pytest
 from shared.config import Settings
 from shared.embedding import SyntheticEmbedder
 from shared.embedding.factory import create_embedder
-from shared.embedding.http import EmbeddingServiceError, HttpEmbedder
+from shared.embedding.http import DimensionMismatch, EmbeddingServiceError, HttpEmbedder
 from shared.jobs import ChunkSpec
 from shared.memory.chunks import store_chunk
 from shared.text import estimate_tokens
@@ -122,8 +122,9 @@ def test_giving_up_after_the_configured_attempts(server):
 def test_a_dimension_mismatch_is_explained(server):
     EmbeddingServer.dim = 48
     embedder = HttpEmbedder(api="openai", base_url=server, model="m", dim=32)
-    with pytest.raises(EmbeddingServiceError, match="MNEMOFLOW_VECTOR_DIM=48"):
+    with pytest.raises(DimensionMismatch, match="MNEMOFLOW_VECTOR_DIM=48") as caught:
         embedder.embed(["x"])
+    assert (caught.value.answered, caught.value.expected) == (48, 32) and not caught.value.retryable
 
 
 def test_settings_select_the_provider_and_keep_the_key_secret(server, monkeypatch):

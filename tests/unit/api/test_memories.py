@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from pydantic import ValidationError
 
-from shared.api.memories import METADATA_TIME_KEYS, MemoryAdd, MemoryCreate
+from shared.api.memories import METADATA_TIME_KEYS, MemoryAdd, MemoryCreate, MemoryUpdate
 
 
 @pytest.mark.parametrize("name", ["timestamp", "time", "date"])
@@ -47,3 +48,30 @@ def test_a_top_level_occurred_at_wins_over_metadata():
     assert item.occurred_at == given
     add = MemoryAdd(content="x", occurred_at="2021-06-01T00:00:00", metadata={"date": "2023-05-08"})
     assert add.occurred_at == datetime(2021, 6, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("content", ["   ", "\x1c", "\n\t "])
+def test_a_change_of_content_to_whitespace_is_refused_as_an_add_is(content):
+    # PATCH took it and the engine's own check then failed: a 500 (found by tests/security/test_schemathesis.py)
+    for build in (lambda: MemoryUpdate(content=content), lambda: MemoryCreate(content=content)):
+        with pytest.raises(ValidationError, match="content must contain non-whitespace text"):
+            build()
+    assert MemoryUpdate(content=" a note ").content == " a note "
+
+
+def test_a_zone_postgresql_cannot_take_becomes_utc_and_one_it_can_is_kept():
+    far = MemoryCreate(content="x", occurred_at="2023-05-08T18:16:41+17:23").occurred_at
+    assert far == datetime(2023, 5, 8, 0, 53, 41, tzinfo=UTC) and far.utcoffset() == timedelta(0)
+    near = MemoryCreate(content="x", occurred_at="2023-05-08T18:16:41+15:59").occurred_at
+    assert near is not None and near.utcoffset() == timedelta(hours=15, minutes=59)
+    from_metadata = MemoryCreate(content="x", metadata={"time": "2023-05-08T15:56:00-20:00"}).occurred_at
+    assert from_metadata == datetime(2023, 5, 9, 11, 56, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "when", ["0001-01-01T05:00:00+10:00", "9999-12-31T20:00:00-10:00", "0001-01-01T00:00:00+16:00"]
+)
+def test_a_time_outside_the_years_1_to_9999_in_utc_is_refused_and_passed_over_in_metadata(when):
+    with pytest.raises(ValidationError, match="outside the years 1 to 9999 in UTC"):
+        MemoryCreate(content="x", occurred_at=when)
+    assert MemoryCreate(content="x", metadata={"time": when}).occurred_at is None
