@@ -82,7 +82,7 @@ def test_postgres_restarted_mid_ingest_finishes_the_document_once(servers, setti
     broker = servers["redis_url"].rsplit("/", 1)[0] + "/5"
     redis.Redis.from_url(broker).flushdb()
     mine = settings.model_copy(update={"database_url": url, "redis_url": broker})
-    db = Database(create_db_engine(mine, "tests.restart-ingest", pool_size=2))
+    db = Database(create_db_engine(mine, "tests.restart-ingest", pool_size=2)).bound(tenant)
     accepted = long_document(db, tenant, tmp_path, "Restarted ledger. ")
     env = service_env(servers, DATABASE_URL=url, REDIS_URL=broker, MNEMOFLOW_JOB_LEASE_SECONDS="3")
     app = make_celery(mine, "tests.restart-ingest")
@@ -90,7 +90,7 @@ def test_postgres_restarted_mid_ingest_finishes_the_document_once(servers, setti
     try:
         with running(worker_args("pg-restart-ingest", queues=INGEST_QUEUES), env, log_path) as proc:
             wait_for_worker(mine, "pg-restart-ingest", proc, log_path=log_path)
-            send(app, IngestDocument(job_id=accepted.job_id))
+            send(app, IngestDocument(job_id=accepted.job_id, user_id=tenant))
             extracting(db, accepted)
             time.sleep(0.3)  # past reading the staged upload: into the parser, which needs no database
             postgres.stop()

@@ -114,7 +114,7 @@ def test_a_worker_killed_mid_extraction_has_the_document_redone_and_stored_once(
     try:
         with running(worker_args(f"{name}-a", queues=QUEUES), env, tmp_path / "a.log") as proc:
             wait_for_worker(isolated, f"{name}-a", proc, log_path=tmp_path / "a.log")
-            send(app, IngestDocument(job_id=accepted.job_id))
+            send(app, IngestDocument(job_id=accepted.job_id, user_id=tenant))
             extracting(db, accepted)
             kill_group(proc)
             killed = time.monotonic()
