@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from shared.config import Settings
-from shared.jobs import ALL_QUEUES
+from shared.jobs import ALL_QUEUES, Queue
 
 
 def worker_command(
@@ -21,6 +21,7 @@ def worker_command(
     queues: Sequence[str] = ALL_QUEUES,
     log_level: str = "INFO",
     quiet_startup: bool = False,
+    pool: str | None = None,
 ) -> list[str]:
     """`python -m` arguments for a Celery worker on the given queues (all of them by default)."""
     args = [
@@ -37,9 +38,22 @@ def worker_command(
     ]
     if name:
         args += ["-n", f"{name}@%h"]
+    if pool:
+        args += ["--pool", pool]
     if quiet_startup:  # no cluster chatter: faster start for short-lived workers
         args += ["--without-mingle", "--without-gossip"]
     return args
+
+
+def sweeper_command(*, name: str | None = None, log_level: str = "INFO", quiet_startup: bool = False) -> list[str]:
+    """The sweeper's own worker: one process on the `sweep` queue only, so re-sending lost work never waits behind
+    the long tasks (a transcription, a decay cycle) that keep every other worker process busy."""
+    return worker_command(
+        concurrency=1, name=name, queues=(Queue.SWEEP,), log_level=log_level, quiet_startup=quiet_startup, pool="solo"
+    )
+
+
+WORK_QUEUES: tuple[str, ...] = tuple(q for q in ALL_QUEUES if q != Queue.SWEEP)
 
 
 def gateway_command(*, host: str, port: int, log_level: str = "info") -> list[str]:

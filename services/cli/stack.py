@@ -17,7 +17,7 @@ import httpx
 
 from infra.embedded import EmbeddedPostgres, EmbeddedRedis, port_is_free
 from infra.migrate import upgrade
-from infra.processes import gateway_command, worker_command
+from infra.processes import WORK_QUEUES, gateway_command, sweeper_command, worker_command
 from services.cli.children import (
     Child,
     PostgresChild,
@@ -117,9 +117,12 @@ class Stack:
         # The grace is how long each may take to stop: the worker finishes its running tasks.
         self.spawn(
             "worker",
-            worker_command(concurrency=s.worker_concurrency, name="mnemoflow-all", log_level=s.log_level),
+            worker_command(
+                concurrency=s.worker_concurrency, name="mnemoflow-all", queues=WORK_QUEUES, log_level=s.log_level
+            ),
             grace=30,
         )
+        self.spawn("sweeper", sweeper_command(name="mnemoflow-sweep", log_level=s.log_level), grace=10)
         if self.with_beat:
             schedule = str(self.data_dir / "celerybeat-schedule")
             self.spawn("beat", ["celery", "-A", "workers.app", "beat", "--loglevel", s.log_level, "-s", schedule], 10)
@@ -164,7 +167,7 @@ class Stack:
         """Stop the processes (the gateway first; the worker gets time to finish its tasks), then the embedded
         servers they use: each its stop signal, a bounded wait (none for the processes once `hurry()` is true;
         the servers' clean shutdowns are quick and spare a crash recovery), then SIGKILL to its process group."""
-        processes = [self.children[n] for n in ("gateway", "flower", "beat", "worker") if n in self.children]
+        processes = [self.children[n] for n in ("gateway", "flower", "beat", "worker", "sweeper") if n in self.children]
         stuck = stop_all(processes, self.say, hurry)
         servers = [self.children[n] for n in SERVERS if n in self.children]
         stuck += stop_all(servers, self.say)

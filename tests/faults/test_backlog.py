@@ -4,12 +4,19 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import redis
 from sqlalchemy import text
 
+from infra.processes import sweeper_command
+from shared.ingest import intake
 from shared.jobs import IngestDocument, Queue
 from shared.queueing import make_celery, send
 from tests.conftest import running, service_env, wait_for_worker, worker_args
@@ -19,10 +26,40 @@ from tests.unit.ingest import samples
 
 pytestmark = pytest.mark.integration
 
-# Two long documents take both worker processes; the others wait behind them long enough to be re-sent, and
-# when the long ones are done each waiting document and its duplicates reach the two processes together.
-LONG_PAGES = 600
+# Two slow extractions take both worker processes; the documents behind them wait long enough to be re-sent (the
+# stall clock is 5 s here), and when the slow ones are done each waiting document and its duplicates reach the two
+# processes together. The slowness is a page served a line a second, so it does not depend on the machine's speed
+# (long PDFs did: on an idle machine they were parsed before the sweeper ever saw the others waiting).
+SLOW_SECONDS = 12
 WAITING = 3 if os.environ.get("MNEMOFLOW_TEST_FULL") else 1
+
+
+class _Trickle(BaseHTTPRequestHandler):
+    """An article served one paragraph a second: an extraction that is healthy, slow, and renews its lease."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.end_headers()
+        for i in range(SLOW_SECONDS):
+            self.wfile.write(f"Slow ledger {self.path} line {i}: the tide gauge read {i} at dawn.\n\n".encode())
+            self.wfile.flush()
+            time.sleep(1)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def trickling() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _states(db, job_ids: list[uuid.UUID]) -> list[tuple[str, int, str]]:
@@ -43,32 +80,48 @@ def test_a_document_backlog_is_extracted_once_each_with_no_give_up(db, servers, 
     isolated = settings.model_copy(update={"redis_url": broker})
     # The sweeper's "sent but never claimed" clock at its minimum, and one attempt of slack: the old re-send
     # timer counted every duplicate delivery as an attempt and gave up on documents still extracting.
-    env = service_env(servers, REDIS_URL=broker, MNEMOFLOW_JOB_STALL_SECONDS="5", MNEMOFLOW_JOB_MAX_ATTEMPTS="2")
-    jobs = []
-    for i in range(2 + WAITING):
-        pages = LONG_PAGES if i < 2 else 60
-        path = samples.pdf(tmp_path / f"b{i}.pdf", pages=pages, paragraphs_per_page=3, label=f"Ledger {i}. ")
-        accepted = staged(db, tenant, path, chunk_size=400)
-        assert accepted.job_id is not None
-        jobs.append(accepted.job_id)
+    env = service_env(
+        servers,
+        REDIS_URL=broker,
+        MNEMOFLOW_JOB_STALL_SECONDS="5",
+        MNEMOFLOW_JOB_MAX_ATTEMPTS="2",
+        MNEMOFLOW_INGEST_ALLOW_PRIVATE_URLS="true",  # the slow pages are served on loopback
+    )
     app = make_celery(isolated, "tests.backlog")
     name = f"backlog-{uuid.uuid4().hex[:4]}"
-    log_path = tmp_path / "worker.log"
+    log_path, sweep_log = tmp_path / "worker.log", tmp_path / "sweeper.log"
     try:
-        with running(worker_args(name, queues=(Queue.INGEST, Queue.SWEEP)), env, log_path) as proc:
-            wait_for_worker(isolated, name, proc, log_path=log_path)
-            send(app, *(IngestDocument(job_id=job_id, user_id=tenant) for job_id in jobs))
-            with sweeping(app):  # No embed worker here: a planned document waits in `embedding`, extracted.
-                states = wait_until(
-                    lambda: (
-                        (s := _states(db, jobs)) and all(st not in ("queued", "extracting") for st, _, _ in s) and s
-                    ),
-                    timeout=300,
-                )
+        with trickling() as site:
+            jobs = []
+            for i in range(2):
+                with db.session(tenant) as s:
+                    accepted = intake.accept_url(
+                        s, user_id=tenant, url=f"{site}/slow-{i}", params={"config": {"chunk_size": 400}}
+                    )
+                jobs.append(accepted.job_id)
+            for i in range(WAITING):
+                path = samples.pdf(tmp_path / f"b{i}.pdf", pages=30, paragraphs_per_page=3, label=f"Ledger {i}. ")
+                jobs.append(staged(db, tenant, path, chunk_size=400).job_id)
+            assert all(job_id is not None for job_id in jobs)
+            # The sweeper on its own process, as `mnemoflow up` and compose run it: both ingest processes are busy.
+            with (
+                running(worker_args(name, queues=(Queue.INGEST,)), env, log_path) as proc,
+                running(sweeper_command(name=f"{name}-sweep", quiet_startup=True), env, sweep_log) as sweeper,
+            ):
+                wait_for_worker(isolated, name, proc, log_path=log_path)
+                wait_for_worker(isolated, f"{name}-sweep", sweeper, log_path=sweep_log)
+                send(app, *(IngestDocument(job_id=job_id, user_id=tenant) for job_id in jobs))
+                with sweeping(app):  # No embed worker here: a planned document waits in `embedding`, extracted.
+                    states = wait_until(
+                        lambda: (
+                            (s := _states(db, jobs)) and all(st not in ("queued", "extracting") for st, _, _ in s) and s
+                        ),
+                        timeout=300,
+                    )
     finally:
         app.close()
     log = log_path.read_text()
-    assert "sweeper re-sent" in log  # the backlog did look lost: duplicates were sent
+    assert "sweeper re-sent" in sweep_log.read_text()  # the backlog did look lost: duplicates were sent
     assert "gave up" not in log
     assert sorted(status for status, _, _ in states) == ["embedding"] * len(jobs), states
     assert [attempts for _, attempts, _ in states] == [1] * len(jobs), states  # one claim, one extraction each

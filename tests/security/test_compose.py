@@ -96,8 +96,14 @@ def test_every_queue_has_a_worker_in_compose():
 
     services = yaml.safe_load(COMPOSE.read_text())["services"]
     consumed: set[str] = set()
+    sweepers = []
     for service in services.values():
         command = service.get("command") or []
         if "worker" in command and "-Q" in command:
-            consumed |= set(command[command.index("-Q") + 1].split(","))
+            queues = set(command[command.index("-Q") + 1].split(","))
+            consumed |= queues
+            if "sweep" in queues:
+                sweepers.append(queues)
     assert consumed == set(ALL_QUEUES)  # a queue nobody consumes (the sweeper's, say) silently stops its work
+    # The sweeper shares its processes with nothing: behind a decay cycle or a transcription it would wait.
+    assert sweepers == [{"sweep"}]
