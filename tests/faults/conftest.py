@@ -95,7 +95,9 @@ class RunningStack:
     def wait_ready(self) -> None:
         wait_until(lambda: self.process.poll() is not None or self.healthy(), "the stack answering /health", self)
         assert self.process.poll() is None, self.output()
-        wait_until(lambda: {"worker", "sweeper", "beat", "gateway", "flower"} <= set(self.pids()), "every child started", self)
+        wait_until(
+            lambda: {"worker", "sweeper", "beat", "gateway", "flower"} <= set(self.pids()), "every child started", self
+        )
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,7 @@
 from __future__ import annotations
 
 import os
-import threading
-import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import redis
@@ -20,7 +15,7 @@ from shared.ingest import intake
 from shared.jobs import IngestDocument, Queue
 from shared.queueing import make_celery, send
 from tests.conftest import running, service_env, wait_for_worker, worker_args
-from tests.integration.helpers import sweeping, wait_until
+from tests.integration.helpers import sweeping, trickling, wait_until
 from tests.integration.ingest.test_pipeline import staged
 from tests.unit.ingest import samples
 
@@ -30,36 +25,7 @@ pytestmark = pytest.mark.integration
 # stall clock is 5 s here), and when the slow ones are done each waiting document and its duplicates reach the two
 # processes together. The slowness is a page served a line a second, so it does not depend on the machine's speed
 # (long PDFs did: on an idle machine they were parsed before the sweeper ever saw the others waiting).
-SLOW_SECONDS = 12
 WAITING = 3 if os.environ.get("MNEMOFLOW_TEST_FULL") else 1
-
-
-class _Trickle(BaseHTTPRequestHandler):
-    """An article served one paragraph a second: an extraction that is healthy, slow, and renews its lease."""
-
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.end_headers()
-        for i in range(SLOW_SECONDS):
-            self.wfile.write(f"Slow ledger {self.path} line {i}: the tide gauge read {i} at dawn.\n\n".encode())
-            self.wfile.flush()
-            time.sleep(1)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@contextmanager
-def trickling() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _states(db, job_ids: list[uuid.UUID]) -> list[tuple[str, int, str]]:
@@ -91,7 +57,7 @@ def test_a_document_backlog_is_extracted_once_each_with_no_give_up(db, servers, 
     name = f"backlog-{uuid.uuid4().hex[:4]}"
     log_path, sweep_log = tmp_path / "worker.log", tmp_path / "sweeper.log"
     try:
-        with trickling() as site:
+        with trickling(seconds=12) as site:
             jobs = []
             for i in range(2):
                 with db.session(tenant) as s:

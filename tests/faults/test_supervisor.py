@@ -19,13 +19,15 @@ import pytest
 from infra.embedded import port_is_free
 from tests.conftest import wait_for_job
 from tests.faults.conftest import ROOT, RunningStack, gone, wait_until
+from tests.integration.helpers import trickling
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def stack(launch) -> RunningStack:
-    running = launch("supervised", MNEMOFLOW_RESTART_DELAY_SECONDS="0.5")
+    # Private URLs: the Valkey test ingests a slow page served on loopback.
+    running = launch("supervised", MNEMOFLOW_RESTART_DELAY_SECONDS="0.5", MNEMOFLOW_INGEST_ALLOW_PRIVATE_URLS="true")
     running.wait_ready()
     return running
 
@@ -66,12 +68,33 @@ def test_a_killed_worker_is_started_again_and_nothing_else_is(stack):
 
 
 def test_a_killed_valkey_comes_back_on_the_same_port_and_health_recovers(stack):
+    """Valkey killed mid-ingest: it comes back on its port and data, and the document being fetched when it died
+    is stored whole, each chunk once (a worker that kombu stops on the lost connection is started again too)."""
     before = stack.state()
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    with trickling(seconds=8) as site, httpx.Client(base_url=stack.url, timeout=30) as http:
+        accepted = http.post(
+            "/memory/ingest/url",
+            json={"url": f"{site}/tides", "user_id": tenant, "config": {"chunk_size": 48, "chunk_overlap": 8}},
+        )
+        assert accepted.status_code == 202, accepted.text
+        document = accepted.json()["document_url"]
+        wait_until(
+            lambda: http.get(document, params={"user_id": tenant}).json()["status"] == "extracting",
+            "the document being extracted",
+            stack,
+        )
 
-    os.kill(before["children"]["valkey"]["pid"], signal.SIGKILL)
+        os.kill(before["children"]["valkey"]["pid"], signal.SIGKILL)
 
-    _restarted(stack, "valkey", before["children"]["valkey"]["pid"])
-    wait_until(stack.healthy, "/health ok again", stack)
+        _restarted(stack, "valkey", before["children"]["valkey"]["pid"])
+        wait_until(stack.healthy, "/health ok again", stack)
+        job = wait_for_job(http, accepted.json()["job_id"], tenant, timeout=180)
+        done = http.get(document, params={"user_id": tenant, "limit": 500}).json()
+    assert job["status"] == "succeeded", job
+    assert done["status"] == "done" and done["chunk_count"] >= 3, done
+    indexes = sorted(m["chunk_index"] for m in done["memories"])
+    assert indexes == list(range(done["chunk_count"])) == list(range(done["memories_total"]))  # each chunk once
     after = stack.state()
     assert after["redis_url"] == before["redis_url"]
     assert {n: after["children"][n]["pid"] for n in ("gateway", "beat", "flower", "postgres")} == {

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -138,3 +139,31 @@ def sweeping(app: Any, every: float = 1.0) -> Iterator[None]:
     finally:
         done.set()
         thread.join(5)
+
+
+@contextlib.contextmanager
+def trickling(seconds: int) -> Iterator[str]:
+    """A loopback site whose every page is served a paragraph a second for `seconds`: an extraction that is
+    healthy, slow whatever the machine's speed, and renews its lease all along. Yields the site's base URL."""
+
+    class Trickle(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.end_headers()
+            for i in range(seconds):
+                self.wfile.write(f"Slow ledger {self.path} line {i}: the tide gauge read {i} at dawn.\n\n".encode())
+                self.wfile.flush()
+                time.sleep(1)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
