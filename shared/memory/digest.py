@@ -84,9 +84,13 @@ def term_weights(documents: Iterable[tuple[frozenset[str], float]]) -> dict[str,
     return weights
 
 
-def top_terms(documents: Sequence[tuple[frozenset[str], float]], n: int) -> list[str]:
-    """The `n` terms the documents share most (`term_weights`); ties alphabetically, so the result is stable."""
+def top_terms(documents: Sequence[tuple[frozenset[str], float]], n: int, *, min_documents: int = 1) -> list[str]:
+    """The `n` terms the documents share most (`term_weights`), of those in at least `min_documents` of them; ties
+    alphabetically, so the result is stable."""
     weights = term_weights(documents)
+    if min_documents > 1:
+        carried = term_weights((document_terms, 0.0) for document_terms, _ in documents)
+        weights = {t: w for t, w in weights.items() if carried[t] >= min_documents}
     return sorted(weights, key=lambda t: (-weights[t], t))[:n]
 
 

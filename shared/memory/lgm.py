@@ -128,12 +128,13 @@ def context_summary(lines: Sequence[tuple[str, str]], limit: int) -> str:
 
 def reflection(lines: Sequence[tuple[str, str]], namespace: str, graph_id: str | None, limit: int) -> str | None:
     """A reflection extracted from a graph's recent memories (`(node, content)`, each node's newest first), no
-    model: the terms they share, then the memories themselves, numbered; None when there are none."""
+    model: the terms that recur in them (in two or more), then the memories themselves, numbered; None when there
+    are none."""
     if not lines:
         return None
     scope = f"namespace={namespace}" + (f", graph={graph_id}" if graph_id else "")
     out = [f"Reflection synthesized from LangGraph context ({scope})"]
-    shared = top_terms([(terms(content), 0.0) for _, content in lines], REFLECTION_TERMS)
+    shared = top_terms([(terms(content), 0.0) for _, content in lines], REFLECTION_TERMS, min_documents=2)
     if shared:
         out.append("Recurring: " + ", ".join(shared))
     out.append("")
