@@ -30,11 +30,13 @@ SDK_CALLS = {  # every call of the SDK but its IDE and compression ones: 19
 
 
 @pytest.fixture(scope="module")
-def node_modules(request: pytest.FixtureRequest) -> Path:
-    """openmemory-js installed with npm once, kept in pytest's cache directory for the next runs."""
+def node_modules(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """openmemory-js installed with npm once, kept in pytest's cache directory for the next runs (in a temporary
+    directory when the cache is off)."""
     if not (shutil.which("node") and shutil.which("npm")):
         pytest.skip("node and npm are needed to run OpenMemory's JavaScript SDK")
-    prefix = Path(request.config.cache.mkdir("openmemory-js-0.3.0"))
+    cache = request.config.cache
+    prefix = Path(cache.mkdir("openmemory-js-0.3.0") if cache else tmp_path_factory.mktemp("openmemory-js"))
     installed = prefix / "node_modules" / "openmemory-js" / "package.json"
     if not installed.exists() or json.loads(installed.read_text())["version"] != "0.3.0":
         done = subprocess.run(

@@ -166,10 +166,10 @@ def get_memory(
 @router.patch("/{memory_id}", response_model=MemoryPublic)
 def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, work: WorkDep, principal: PrincipalDep):
     """Change a memory's content (re-classified and re-embedded), tags, metadata, status or occurred_at."""
-    tenant = memory_tenant(state, principal, memory_id, body.user_id)
-    state.limiter.charge(tenant, Quota.WRITES)
     if all(value is None for value in (body.content, body.tags, body.metadata, body.status, body.occurred_at)):
         raise InvalidInput("nothing to update: send content, tags, metadata, status or occurred_at")
+    tenant = memory_tenant(state, principal, memory_id, body.user_id)
+    state.limiter.charge(tenant, Quota.WRITES)
     row = state.engine.update(work.session, tenant, memory_id, body.model_dump(exclude_unset=True))
     return MemoryPublic(**row)
 
