@@ -56,6 +56,7 @@ class TaskName(StrEnum):
     PRUNE_APPLIED_EVENTS = "mnemoflow.events.prune"
     DECAY_CYCLE = "mnemoflow.decay.cycle"
     INGEST_DOCUMENT = "mnemoflow.ingest.document"
+    REGENERATE_SUMMARY = "mnemoflow.users.regenerate_summary"
 
 
 # Where a task goes when the caller does not say (sector tasks always name their queue).
@@ -71,6 +72,7 @@ DEFAULT_QUEUE: dict[str, str] = {  # values are Queue members (str)
     TaskName.PRUNE_APPLIED_EVENTS: Queue.MAINTENANCE,
     TaskName.DECAY_CYCLE: Queue.MAINTENANCE,
     TaskName.INGEST_DOCUMENT: Queue.INGEST,
+    TaskName.REGENERATE_SUMMARY: Queue.MAINTENANCE,
 }
 
 
@@ -80,6 +82,7 @@ class JobKind(StrEnum):
     BATCH = "batch"  # POST /memory/batch: chunks of memories, stored on the sector queues
     INGEST = "ingest"  # a document: extracted on the ingest queue, then chunks like a batch's
     REEMBED = "reembed"  # the whole store converted to another embedding model
+    SUMMARY = "summary"  # a tenant's user summary rebuilt (POST /users/{id}/summary/regenerate)
 
 
 class Message(BaseModel):
@@ -142,6 +145,14 @@ class IngestDocument(Message):
     task = TaskName.INGEST_DOCUMENT
     job_id: uuid.UUID
     user_id: str  # whose document it is (see StoreChunk)
+
+
+class RegenerateSummary(Message):
+    """Rebuild a tenant's user summary (shared.memory.summaries); a job of kind `summary`."""
+
+    task = TaskName.REGENERATE_SUMMARY
+    job_id: uuid.UUID
+    user_id: str  # whose summary it is (see StoreChunk)
 
 
 class PlanReembed(Message):

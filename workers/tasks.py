@@ -28,6 +28,7 @@ from shared.jobs import (
     PruneEmbedLogs,
     PruneWaypoints,
     ReembedChunk,
+    RegenerateSummary,
     ReinforceBatch,
     ReinforceHits,
     RunDecayCycle,
@@ -39,6 +40,7 @@ from shared.lifecycle import reinforcement
 from shared.lifecycle.activity import active_queries
 from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle
 from shared.lifecycle.merge_cycle import MergeCycle, embed_backlog
+from shared.memory import summaries
 from shared.memory.chunks import store_chunk as store_job_chunk
 from shared.queueing import send as send_with
 from shared.storage import decay_runs, leases
@@ -155,6 +157,28 @@ def ingest_document(self: Task, **kwargs: Any) -> dict[str, Any]:
         raise self.retry(countdown=outcome.retry_in)
     send(*outcome.chunks)  # committed already; a lost message is re-sent by the sweeper
     return {"job_id": str(message.job_id), "status": outcome.status, "chunks": len(outcome.chunks)}
+
+
+@app.task(name=RegenerateSummary.task, bind=True, max_retries=None)
+def regenerate_summary(self: Task, **kwargs: Any) -> dict[str, Any]:
+    """Rebuild a tenant's user summary; a duplicate or redelivered message finds the job claimed or closed."""
+    message = RegenerateSummary.received(kwargs)
+    db, _ = context()
+    try:
+        outcome = summaries.regenerate(
+            db,
+            message.job_id,
+            message.user_id,
+            settings.user_summary,
+            lease_seconds=settings.job_lease_seconds,
+            max_attempts=settings.job_max_attempts,
+        )
+    except DBAPIError as exc:  # the database is away: the job stays open, and this message tries again
+        log.warning("[summary] job %s: database unreachable (%s); again in %ss", message.job_id, exc, DATABASE_AWAY)
+        raise self.retry(exc=exc, countdown=DATABASE_AWAY) from exc
+    if outcome.retry_in is not None:
+        raise self.retry(countdown=outcome.retry_in)
+    return {"job_id": str(message.job_id), "status": outcome.status}
 
 
 @app.task(name=PlanReembed.task)
@@ -304,8 +328,8 @@ def decay_cycle(self: Task, **kwargs: Any) -> dict[str, Any]:
 @app.task(name=SweepJobs.task)
 def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
     """Re-send work whose worker died (its lease ran out) or whose message looks lost (never claimed
-    job_stall_seconds after it was sent): chunks, the next step of re-embed and ingest jobs, operators' decay
-    runs still queued, and decay runs left running by a dead process."""
+    job_stall_seconds after it was sent): chunks, the next step of re-embed and ingest jobs, summary regenerations,
+    operators' decay runs still queued, and decay runs left running by a dead process."""
     SweepJobs.received(kwargs)
     stall = settings.job_stall_seconds
     with store_wide().session() as session:
@@ -313,7 +337,8 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
         job_store.mark_enqueued(session, stalled)
         idle = job_store.idle_open_jobs(session, JobKind.REEMBED, older_than_seconds=stall)
         ingests = document_store.stalled_ingest_jobs(session, stall_seconds=stall)
-        for job_id in [job["id"] for job in idle] + [job_id for job_id, _ in ingests]:
+        summary_jobs = job_store.idle_open_jobs(session, JobKind.SUMMARY, older_than_seconds=stall)
+        for job_id in [job["id"] for job in idle + summary_jobs] + [job_id for job_id, _ in ingests]:
             job_store.touch_job(session, job_id)
         runs = decay_runs.queued_runs(session, older_than_seconds=stall) + decay_runs.orphaned_runs(session)
     send(*(chunk_message(chunk.kind, chunk.job_id, chunk.seq, chunk.sector, chunk.user_id) for chunk in stalled))
@@ -327,7 +352,8 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
     # the document's status says which step is due
     send(*(IngestDocument(job_id=job_id, user_id=user_id) for job_id, user_id in ingests))
     send(*(RunDecayCycle(run_id=run["id"], ratio=run["ratio"], trigger=run["trigger"]) for run in runs))
-    steps = len(idle) + len(ingests) + len(runs)
+    send(*(RegenerateSummary(job_id=job["id"], user_id=job["user_id"]) for job in summary_jobs))
+    steps = len(idle) + len(ingests) + len(runs) + len(summary_jobs)
     if stalled or steps:
         log.warning("sweeper re-sent %d stalled chunk(s) and %d stalled job step(s)", len(stalled), steps)
     return {"resent": len(stalled), "job_steps": steps}

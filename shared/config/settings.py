@@ -1,12 +1,13 @@
 """One typed settings object for gateway, workers, CLI and tests, read from the environment once.
 
-Its fields are declared by area (server, embedding, retrieval, lifecycle, ingest, jobs: the modules beside this
-one) under their environment names (MNEMOFLOW_*, and OpenMemory's OM_* where it has one). Each area gives its
-groups as the frozen dataclasses the code takes, whose defaults are the only declaration of the defaults:
+Its fields are declared by area (server, embedding, retrieval, lifecycle, ingest, jobs, openmemory: the modules
+beside this one) under their environment names (MNEMOFLOW_*, and OpenMemory's OM_* where it has one). Each area
+gives its groups as the frozen dataclasses the code takes, whose defaults are the only declaration of the defaults:
 
     settings.limits  settings.rate_limits  settings.database_limits
     settings.embedding  settings.context  settings.retrieval  settings.lexical  settings.scoring
     settings.waypoints  settings.reinforcement  settings.tiers  settings.compression  settings.decay  settings.ingest
+    settings.lgm  settings.user_summary
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from shared.config.embedding import EmbeddingSettings
 from shared.config.ingest import IngestSettings
 from shared.config.jobs import JobSettings
 from shared.config.lifecycle import LifecycleSettings
+from shared.config.openmemory import OpenMemorySettings
 from shared.config.retrieval import RetrievalSettings
 from shared.config.server import ServerSettings
 from shared.ingest.params import IngestParams
@@ -31,7 +33,14 @@ PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", 
 
 
 class Settings(
-    ServerSettings, EmbeddingSettings, RetrievalSettings, LifecycleSettings, IngestSettings, JobSettings, BaseSettings
+    ServerSettings,
+    EmbeddingSettings,
+    RetrievalSettings,
+    LifecycleSettings,
+    IngestSettings,
+    JobSettings,
+    OpenMemorySettings,
+    BaseSettings,
 ):
     """Every knob of Mnemoflow; defaults are the seeds' defaults."""
 

@@ -181,11 +181,18 @@ class MemoryEngine:
         return moved, self.settle(session, merged)
 
     def add(
-        self, session: Session, user_id: str, item: MemoryCreate, *, follows: uuid.UUID | None = None
+        self,
+        session: Session,
+        user_id: str,
+        item: MemoryCreate,
+        *,
+        follows: uuid.UUID | None = None,
+        classified: ChunkClassification | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Store one memory now; returns (memory, deduplicated). `follows`: the tenant's memory this one comes
         after in a sequence (linked by a `next` waypoint); without it, the last memory added to the conversation
-        its metadata names (`sequence.conversation_key`), if any. A new memory becomes its conversation's last."""
+        its metadata names (`sequence.conversation_key`), if any. A new memory becomes its conversation's last.
+        `classified`: its sectors (primary first) and confidence when the caller decides them (a graph node's)."""
         self.limits.check_item(item.content, item.tags, item.metadata)
         if follows is not None and memory_store.get_memory(session, user_id, follows) is None:
             raise NotFound(f"memory {follows} (follows) is not a memory of user_id {user_id!r}")
@@ -195,7 +202,7 @@ class MemoryEngine:
             head = conversation_store.lock_head(session, user_id, conversation)
             after = follows if follows is not None else head
         contexts = self.stored_contexts(session, user_id, [after], inclusive=True) if after else None
-        prepared, calls = self.prepare([item], user_id, contexts=contexts)
+        prepared, calls = self.prepare([item], user_id, [classified] if classified else None, contexts=contexts)
         for call in calls:
             embed_log_store.log_embedding(session, call, purpose="add")
         (ref,) = self.store(session, prepared, settle=True)

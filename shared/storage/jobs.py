@@ -253,6 +253,18 @@ def open_jobs(session: Session, kind: str) -> list[dict[str, Any]]:
     return [dict(r._mapping) for r in rows]
 
 
+def open_job_of(session: Session, user_id: str, kind: str) -> dict[str, Any] | None:
+    """The tenant's oldest queued or running job of one kind, if any."""
+    row = session.execute(
+        text(
+            f"SELECT {JOB_COLUMNS} FROM jobs WHERE user_id = :user_id AND kind = :kind "
+            "AND status IN ('queued', 'running') ORDER BY created_at LIMIT 1"
+        ),
+        {"user_id": user_id, "kind": kind},
+    ).first()
+    return dict(row._mapping) if row else None
+
+
 def idle_open_jobs(session: Session, kind: str, *, older_than_seconds: int) -> list[dict[str, Any]]:
     """Open jobs of one kind with no pending chunk and no progress for a while: a step's message was lost."""
     rows = session.execute(

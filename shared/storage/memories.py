@@ -116,6 +116,12 @@ def get_memory(session: Session, user_id: str, memory_id: uuid.UUID) -> dict[str
     return row_to_dict(row) if row else None
 
 
+def owner_of(session: Session, memory_id: uuid.UUID) -> str | None:
+    """The tenant a memory belongs to, whoever it is: a store-wide lookup (the maintenance role's), for a caller who
+    may act for any tenant and names only the memory's id."""
+    return session.execute(text("SELECT user_id FROM memories WHERE id = :id"), {"id": memory_id}).scalar_one_or_none()
+
+
 def list_memories(
     session: Session, user_id: str, *, offset: int, limit: int, where: MemoryFilter
 ) -> tuple[list[dict[str, Any]], int]:

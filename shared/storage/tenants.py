@@ -10,7 +10,15 @@ from sqlalchemy.orm import Session
 from shared.api.common import USER_ID_PATTERN
 
 # The tables that hold a tenant's rows (memory_vectors and term_stats follow memories, so they add nothing).
-TENANT_TABLES = ("memories", "documents", "jobs", "waypoints", "conversation_heads", "tenant_stats")
+TENANT_TABLES = (
+    "memories",
+    "documents",
+    "jobs",
+    "waypoints",
+    "conversation_heads",
+    "tenant_stats",
+    "user_summaries",
+)
 # Store-wide jobs belong to this name, which no request can use (shared.embedding.reembed.SYSTEM_TENANT).
 _STORE_OWN = {"jobs": "_system"}
 EXAMPLE_CHARS = 80

@@ -18,6 +18,8 @@ from shared.embedding import SyntheticEmbedder
 from shared.ingest import intake, sniff
 from shared.jobs import ChunkSpec
 from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle
+from shared.memory import summaries
+from shared.memory.digest import SummaryParams
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
 from shared.storage import decay_steps, search
@@ -40,6 +42,7 @@ TENANT_TABLES = [
     "document_uploads",
     "jobs",
     "job_chunks",
+    "user_summaries",
     "memory_text",
 ]
 # What each of the tenant's memories is about: every sector gets vectors.
@@ -70,7 +73,8 @@ def store(make_store, settings):
 
 def populate(db: Database, engine: MemoryEngine, tenant: str) -> None:
     """As the tenant's requests would: memories of one conversation (vectors, a `next` waypoint, its head, BM25
-    statistics), a batch job with its chunk, and an uploaded document with its job and staged bytes."""
+    statistics), a batch job with its chunk, an uploaded document with its job and staged bytes, and the summary of
+    its memories."""
     for content in CONTENTS:
         with db.session() as s:
             engine.add(s, tenant, MemoryCreate(content=f"{tenant}: {content}", metadata={"session_id": "s1"}))
@@ -90,6 +94,8 @@ def populate(db: Database, engine: MemoryEngine, tenant: str) -> None:
             declared_type=None,
             params={},
         )
+    with db.session() as s:
+        summaries.build(s, tenant, SummaryParams())
 
 
 def count(session, table: str, tenant: str | None = None) -> int:

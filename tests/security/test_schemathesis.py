@@ -235,6 +235,9 @@ def _steer(case: Any, caller: Caller) -> None:
     """Keep a generated request on this machine and in time, and send some of it deeper than random values go."""
     _existing(case, caller)
     tenant = caller.tenant
+    named = case.path_parameters or {}
+    if "user_id" in named:  # /users/{user_id}/...: a tenant's key names its own; the operator, half the time, a user
+        named["user_id"] = tenant or _pick(named["user_id"], (named["user_id"], caller.owner))
     body = case.body if isinstance(case.body, dict) else {}
     if case.path == "/memory/ingest/url" and "url" in body:
         body["url"] = _loopback(body["url"])

@@ -15,6 +15,8 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 OPEN_ROUTES = {("get", "/health")}  # a probe: answers anyone, with nothing but up or down (test_operator_routes)
+# Answer any key with what is the same for every tenant (a configuration), naming no tenant and no object.
+SHARED_ROUTES = {("get", "/lgm/config")}
 OPERATOR = "MNEMOFLOW_ADMIN_API_KEY"
 # Values for required fields whose type alone does not make a valid request.
 SAMPLES: dict[str, Any] = {
@@ -25,6 +27,7 @@ SAMPLES: dict[str, Any] = {
     "data": "a probe from another tenant",
     "encoding": "text",
     "provider": "synthetic",
+    "node": "observe",
 }
 UUID_FIELDS = {"memory_id": "memory", "id": "memory", "src_id": "memory", "dst_id": "memory", "follows": "memory"}
 
@@ -67,7 +70,10 @@ class Request:
         self.query: dict[str, Any] = {}
         for param in op.get("parameters", []):
             name = param["name"]
-            if param["in"] == "path":
+            if param["in"] == "path" and name == "user_id":  # /users/{user_id}/...: B's name in the path
+                self.url = self.url.replace("{user_id}", ids["tenant"])
+                self.names_tenant = True
+            elif param["in"] == "path":
                 assert name in PATH_IDS, f"{method.upper()} {path}: teach this test which of B's ids {name} takes"
                 self.url = self.url.replace("{" + name + "}", ids[PATH_IDS[name]])
                 self.names_objects = True
@@ -168,7 +174,9 @@ def test_every_route_refuses_tenant_b_s_ids_under_tenant_a_s_key(operator, alice
                 outcomes.append(("names B", request.send(alice, keys.tenant_b), {403}))
             if request.names_objects:  # only B's objects, acting for A: B's objects do not exist for A
                 outcomes.append(("B's ids", request.send(alice, None), {404, 403}))
-            if not (request.names_tenant or request.names_objects):  # store-wide: the operator's only
+            if (method, path) in SHARED_ROUTES:
+                outcomes.append(("shared", request.send(alice, None), {200}))
+            elif not (request.names_tenant or request.names_objects):  # store-wide: the operator's only
                 outcomes.append(("store-wide", request.send(alice, None), {403}))
             for variant, response, allowed in outcomes:
                 assert response.status_code in allowed, f"{where} ({variant}): {response.status_code} {response.text}"
@@ -177,6 +185,7 @@ def test_every_route_refuses_tenant_b_s_ids_under_tenant_a_s_key(operator, alice
                 assert bobs["secret"] not in response.text, f"{where} ({variant}) showed B's data to A"
             called.append(where)
     assert len(called) >= 20 and "PATCH /memory/{memory_id}" in called and "POST /memory/ingest/file" in called
+    assert {"GET /users/{user_id}/summary", "POST /lgm/store", "POST /memory/reinforce"} <= set(called)
     for memory_id, added in bobs["contents"].items():  # nothing A sent changed or removed B's memories
         kept = bob.get(f"/memory/{memory_id}")
         assert (

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Response, status
 from pydantic import AfterValidator
 
 from services.gateway import metrics
-from services.gateway.deps import PrincipalDep, StateDep, WorkDep
+from services.gateway.deps import PrincipalDep, StateDep, WorkDep, memory_tenant
 from shared.api.common import MAX_OFFSET, UserId, assume_utc, tag_filter
 from shared.api.memories import (
     BatchRequest,
@@ -86,8 +86,9 @@ def add_batch(
 @router.post("/reinforce")
 def reinforce_memory(body: ReinforceRequest, state: StateDep, work: WorkDep, principal: PrincipalDep) -> dict[str, Any]:
     """The client used this memory: boost its salience (default boost from settings) and mark it seen and used now. It
-    counts in ranking in full, unlike being returned by a query, and confirms what queries added first."""
-    user_id = principal.tenant(body.user_id)
+    counts in ranking in full, unlike being returned by a query, and confirms what queries added first. Without a
+    `user_id` and without keys, the memory is found by its id alone."""
+    user_id = memory_tenant(state, principal, body.id, body.user_id)
     state.limiter.charge(user_id, Quota.WRITES)
     boost = body.boost if body.boost is not None else state.settings.reinforcement.manual_boost
     rows = memory_store.reinforce(work.session, user_id, [body.id], boost=boost, returned=False)
@@ -151,8 +152,11 @@ def list_all(
 
 
 @router.get("/{memory_id}", response_model=MemoryPublic)
-def get_memory(memory_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None):
-    tenant = principal.tenant(user_id)
+def get_memory(
+    memory_id: uuid.UUID, state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None
+):
+    """A memory by id (without a `user_id` and without keys, whoever's it is)."""
+    tenant = memory_tenant(state, principal, memory_id, user_id)
     row = memory_store.get_memory(work.session, tenant, memory_id)
     if row is None:
         raise NotFound(f"memory {memory_id} not found for user_id {tenant!r}")
@@ -162,10 +166,10 @@ def get_memory(memory_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, use
 @router.patch("/{memory_id}", response_model=MemoryPublic)
 def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, work: WorkDep, principal: PrincipalDep):
     """Change a memory's content (re-classified and re-embedded), tags, metadata, status or occurred_at."""
-    tenant = principal.tenant(body.user_id)
-    state.limiter.charge(tenant, Quota.WRITES)
     if all(value is None for value in (body.content, body.tags, body.metadata, body.status, body.occurred_at)):
         raise InvalidInput("nothing to update: send content, tags, metadata, status or occurred_at")
+    tenant = memory_tenant(state, principal, memory_id, body.user_id)
+    state.limiter.charge(tenant, Quota.WRITES)
     row = state.engine.update(work.session, tenant, memory_id, body.model_dump(exclude_unset=True))
     return MemoryPublic(**row)
 
@@ -174,7 +178,8 @@ def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, wor
 def delete_memory(
     memory_id: uuid.UUID, state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None
 ):
-    tenant = principal.tenant(user_id)
+    """Delete a memory (without a `user_id` and without keys, whoever's it is); answers `{"ok": true, "id": ...}`."""
+    tenant = memory_tenant(state, principal, memory_id, user_id)
     state.limiter.charge(tenant, Quota.WRITES)
     if not state.engine.delete(work.session, tenant, memory_id):
         raise NotFound(f"memory {memory_id} not found for user_id {tenant!r}")
