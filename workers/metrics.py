@@ -1,7 +1,8 @@
 """The workers' Prometheus metrics: what every task did and how long it took, what the chunks and documents
 amounted to, and the broker's queue depths, served by each worker's main process on MNEMOFLOW_WORKER_METRICS_PORT.
 
-Every pool process records into files of its own and the main process sums them when scraped (shared/metrics.py).
+Every pool process records into files of its own and the main process sums them when scraped
+(shared/monitoring/metrics.py).
 No label names a tenant. Metrics are declared with labels only, so no value exists before `start` has chosen the
 multiprocess directory: the first one is made by a task, in a pool process, after it.
 """
@@ -21,9 +22,9 @@ from celery import Celery, Task, signals
 from celery.exceptions import TimeLimitExceeded
 from prometheus_client import Counter, Histogram
 
-from shared import metrics as shared_metrics
 from shared.config import Settings
 from shared.jobs import ALL_QUEUES, DEFAULT_QUEUE
+from shared.monitoring import metrics as shared_metrics
 
 log = logging.getLogger("mnemoflow.worker")
 

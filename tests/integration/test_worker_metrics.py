@@ -1,6 +1,6 @@
-"""A real prefork worker's Prometheus endpoint (workers/metrics.py, shared/metrics.py): every pool process's counts
-summed, task latency and outcomes per task and queue, chunks and items stored, and each queue's depth read from the
-broker (Celery's priority lists included)."""
+"""A real prefork worker's Prometheus endpoint (workers/metrics.py, shared/monitoring/metrics.py): every pool
+process's counts summed, task latency and outcomes per task and queue, chunks and items stored, and each queue's
+depth read from the broker (Celery's priority lists included)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""shared/metrics.py: the multiprocess directory summing forked processes' counts, and queue depths when the broker
-does not answer (the real broker's depths: tests/integration/test_worker_metrics.py)."""
+"""shared/monitoring/metrics.py: the multiprocess directory summing forked processes' counts, and queue depths when
+the broker does not answer (the real broker's depths: tests/integration/test_worker_metrics.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from pathlib import Path
 
 import redis
 
-from shared.metrics import BROKER_UP, QUEUE_DEPTH, QueueDepths
+from shared.monitoring.metrics import BROKER_UP, QUEUE_DEPTH, QueueDepths
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 FORKED = """
     import json, os, sys
     from pathlib import Path
     from prometheus_client import Counter, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
-    from shared import metrics
+    from shared.monitoring import metrics
 
     directory = Path(sys.argv[1])
     (directory).mkdir()
