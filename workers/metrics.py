@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -68,6 +69,7 @@ DOCUMENT_STAGE_SECONDS = Histogram(
 
 _started: dict[str, float] = {}  # task id -> when it started, in the process running it
 _endpoint: shared_metrics.Endpoint | None = None
+_temporary: Path | None = None  # the directory `start` made itself, removed when the worker stops
 
 
 def queue_of(task: Task) -> str:
@@ -79,11 +81,13 @@ def queue_of(task: Task) -> str:
 def start(app: Celery, settings: Settings) -> shared_metrics.Endpoint | None:
     """In the worker's main process, before the pool forks: the multiprocess directory, and the endpoint on
     `settings.worker_metrics_port` (none when it is unset or 0; a port in use is logged, the worker runs on)."""
-    global _endpoint
+    global _endpoint, _temporary
     port = settings.worker_metrics_port
     if not port:
         return None
-    directory = settings.worker_metrics_dir or Path(tempfile.mkdtemp(prefix="mnemoflow-worker-metrics-"))
+    directory = settings.worker_metrics_dir
+    if directory is None:
+        directory = _temporary = Path(tempfile.mkdtemp(prefix="mnemoflow-worker-metrics-"))
     shared_metrics.use_directory(directory)
     options = app.conf.broker_transport_options or {}
     depths = shared_metrics.QueueDepths(
@@ -113,6 +117,8 @@ def _stop(**_: Any) -> None:
     if _endpoint is not None:
         with contextlib.suppress(Exception):
             _endpoint.close()
+    if _temporary is not None:
+        shutil.rmtree(_temporary, ignore_errors=True)
 
 
 @signals.task_prerun.connect
