@@ -59,6 +59,11 @@ class TaskName(StrEnum):
     REGENERATE_SUMMARY = "mnemoflow.users.regenerate_summary"
 
 
+def shadow_name(task: str, queue: str) -> str:
+    """The display name of a task sent to one of several queues: `<task>@<queue>`."""
+    return f"{task}@{queue}"
+
+
 # Where a task goes when the caller does not say (sector tasks always name their queue).
 DEFAULT_QUEUE: dict[str, str] = {  # values are Queue members (str)
     TaskName.REINFORCE_HITS: Queue.MAINTENANCE,
@@ -95,6 +100,11 @@ class Message(BaseModel):
     def queue(self) -> str:
         return DEFAULT_QUEUE[self.task]
 
+    @property
+    def display_name(self) -> str | None:
+        """The name monitoring shows for this message (Celery's `shadow`); None: its task's name."""
+        return None
+
     def kwargs(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
@@ -116,6 +126,11 @@ class _ChunkMessage(Message):
         if self.sector is None:
             raise ValueError(f"{type(self).__name__} needs its chunk's sector to be routed")
         return embed_queue(self.sector)
+
+    @property
+    def display_name(self) -> str:
+        """`mnemoflow.memory.store_chunk@embed.semantic`: one task on five queues, told apart in Flower and logs."""
+        return shadow_name(self.task, self.queue)
 
 
 class StoreChunk(_ChunkMessage):

@@ -3,14 +3,17 @@ one way a message is sent (the messages themselves are `shared.jobs`'s)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import redis
 from celery import Celery
 from kombu import Exchange
 from kombu import Queue as KombuQueue
+from kombu.transport.redis import Channel as RedisChannel
 
 from shared.config import Settings
-from shared.jobs import ALL_QUEUES, DEFAULT_QUEUE, Message
+from shared.jobs import ALL_QUEUES, DEFAULT_QUEUE, Message, Queue
 
 LONG_QUEUES = frozenset(q for q in ALL_QUEUES if q.startswith("embed.") or q == "ingest")
 
@@ -39,6 +42,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_transport_options": {"visibility_timeout": settings.broker_visibility_timeout},
         "task_queues": [KombuQueue(q, exchange, routing_key=q) for q in ALL_QUEUES],
         "task_default_exchange": "mnemoflow",
+        # Never used for routing (route_task names every task's queue); a declared one, so that Flower, which lists
+        # this and the declared queues until it knows the workers', shows no queue that does not exist.
+        "task_default_queue": Queue.MAINTENANCE.value,
         "task_create_missing_queues": False,
         "task_routes": (route_task,),
         "task_serializer": "json",
@@ -72,6 +78,42 @@ def make_celery(settings: Settings, name: str = "mnemoflow") -> Celery:
 
 def send(celery: Celery, *messages: Message) -> None:
     """Send each message to its task (by name) on its queue. Raises when the broker does: the caller decides
-    what an outage means (the gateway logs it and leaves the job to the sweeper)."""
+    what an outage means (the gateway logs it and leaves the job to the sweeper).
+
+    A message whose task runs on several queues (a chunk, on its sector's) travels under a display name naming
+    the queue (Celery's `shadow`): Flower, the task events and the worker's log then tell the sectors apart,
+    while the worker still runs the task of the message's real name."""
     for message in messages:
-        celery.send_task(message.task, kwargs=message.kwargs(), queue=message.queue)
+        celery.send_task(message.task, kwargs=message.kwargs(), queue=message.queue, shadow=message.display_name)
+
+
+def broker_keys(queue: str, transport_options: Mapping[str, Any]) -> list[str]:
+    """The Redis lists holding a queue's messages. kombu's Redis transport keeps one list per priority step: the
+    queue's own name for priority 0 and `<queue><sep><priority>` for the others, under `global_keyprefix`."""
+    sep = transport_options.get("sep", RedisChannel.sep)
+    prefix = transport_options.get("global_keyprefix", "")
+    steps = transport_options.get("priority_steps", RedisChannel.priority_steps)
+    return [prefix + (f"{queue}{sep}{step}" if step else queue) for step in steps]
+
+
+def unacked_key(transport_options: Mapping[str, Any]) -> str:
+    """The Redis hash of the messages workers have taken and not yet acknowledged (running or reserved)."""
+    return transport_options.get("global_keyprefix", "") + transport_options.get(
+        "unacked_key", RedisChannel.unacked_key
+    )
+
+
+def queue_lengths(
+    client: redis.Redis, queues: Sequence[str], transport_options: Mapping[str, Any]
+) -> tuple[dict[str, int], int]:
+    """Messages waiting in each queue (every priority list summed), and messages taken but not acknowledged; one
+    round trip."""
+    pipeline = client.pipeline(transaction=False)
+    keys = {queue: broker_keys(queue, transport_options) for queue in queues}
+    for queue_keys in keys.values():
+        for key in queue_keys:
+            pipeline.llen(key)
+    pipeline.hlen(unacked_key(transport_options))
+    answers = iter(pipeline.execute())
+    depths = {queue: sum(int(next(answers)) for _ in queue_keys) for queue, queue_keys in keys.items()}
+    return depths, int(next(answers))

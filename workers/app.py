@@ -36,6 +36,7 @@ from shared.memory.engine import MemoryEngine
 from shared.queueing import make_celery
 from shared.storage.sector_models import StoreModel, ensure_store_model_for
 from shared.tenancy import DbRole
+from workers import metrics
 
 settings = get_settings()
 # Checked at import, so every process built on this app (worker, beat, Flower) refuses to start open.
@@ -118,6 +119,12 @@ def _worker_init(**_: Any) -> None:
         ) from exc
     finally:
         db.dispose()
+
+
+@signals.worker_init.connect
+def _metrics(**_: Any) -> None:
+    """The main process, before its pool forks: its Prometheus endpoint, summing every pool process's metrics."""
+    metrics.start(app, settings)
 
 
 @signals.worker_process_init.connect

@@ -48,6 +48,7 @@ from shared.storage import documents as document_store
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import jobs as job_store
 from shared.storage import waypoints as waypoint_store
+from workers import metrics
 from workers.app import app, context, redis_client, settings, store_wide, target_embedder
 
 log = logging.getLogger("mnemoflow.worker")
@@ -123,11 +124,16 @@ def store_chunk(self: Task, **kwargs: Any) -> dict[str, Any]:
     """Embed and store one chunk of a batch or ingest job; a redelivered or duplicate message finds it done."""
     message = StoreChunk.received(kwargs)
     db, engine = context()
+    stored: list[int] = [0, 0]  # created, duplicates: counted once the chunk's transaction committed
 
     def work(session: Session, job_id: uuid.UUID, seq: int, owner: str) -> str | None:
-        return store_job_chunk(engine, session, job_id, seq, owner)
+        def count(created: int, duplicates: int) -> None:
+            stored[:] = [created, duplicates]
+
+        return store_job_chunk(engine, session, job_id, seq, owner, on_stored=count)
 
     result, status = _run_chunk(self, message, work, purpose=JobKind.BATCH, db=db.bound(message.user_id))
+    metrics.chunk_done(metrics.queue_of(self), result["status"], *stored)
     if status is not None:
         schedule_merge()
         result["job_status"] = status
@@ -150,6 +156,7 @@ def ingest_document(self: Task, **kwargs: Any) -> dict[str, Any]:
     except DBAPIError as exc:  # the database went away: its lease runs out, and this message tries again
         log.warning("[ingest] job %s: cannot reach the database (%s); again in %ss", message.job_id, exc, DATABASE_AWAY)
         raise self.retry(exc=exc, countdown=DATABASE_AWAY) from exc
+    metrics.document_step(outcome.fmt, outcome.status, outcome.stages_ms)
     if outcome.retry_in is not None:
         log.warning(
             "[ingest] job %s: attempt failed, retrying in %.0fs: %s", message.job_id, outcome.retry_in, outcome.error
@@ -211,6 +218,7 @@ def reembed_chunk(self: Task, **kwargs: Any) -> dict[str, Any]:
         )
 
     result, all_done = _run_chunk(self, message, work, purpose=JobKind.REEMBED, db=store_wide())
+    metrics.chunk_done(metrics.queue_of(self), result["status"])
     if all_done:
         send(FinishReembed(job_id=message.job_id))
     return result

@@ -39,6 +39,7 @@ DEFAULT_EMBEDDED_REDIS_PORT = 6390
 FLOWER_HOST = "127.0.0.1"
 SERVERS = ("valkey", "postgres")  # stopped after the processes that use them
 SUPERVISOR_GRACE = 60.0  # `mnemoflow down` waits this long for the supervisor to stop the stack
+DEFAULT_WORKER_METRICS_PORT = 9540  # the worker's; the sweeper's is the next one
 
 
 @dataclass
@@ -107,8 +108,28 @@ class Stack:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    def spawn(self, name: str, args: list[str], grace: float) -> None:
-        child = ProcessChild(name, args, self.child_env(), self.data_dir / "logs" / f"{name}.log", grace=grace)
+    @property
+    def metrics_ports(self) -> dict[str, int]:
+        """The worker's and the sweeper's Prometheus ports (none when MNEMOFLOW_WORKER_METRICS_PORT is 0)."""
+        port = self.settings.worker_metrics_port
+        if port == 0:
+            return {}
+        first = port or DEFAULT_WORKER_METRICS_PORT
+        return {"worker": first, "sweeper": first + 1}
+
+    def worker_env(self, name: str) -> dict[str, str]:
+        """A Celery worker child's own metrics port and directory (each worker needs both to itself)."""
+        port = self.metrics_ports.get(name)
+        if port is None:
+            return {"MNEMOFLOW_WORKER_METRICS_PORT": "0"}
+        return {
+            "MNEMOFLOW_WORKER_METRICS_PORT": str(port),
+            "MNEMOFLOW_WORKER_METRICS_DIR": str(self.data_dir / "metrics" / name),
+        }
+
+    def spawn(self, name: str, args: list[str], grace: float, env: dict[str, str] | None = None) -> None:
+        environment = {**self.child_env(), **(env or {})}
+        child = ProcessChild(name, args, environment, self.data_dir / "logs" / f"{name}.log", grace=grace)
         self.children[name] = child
         child.start()
 
@@ -121,8 +142,14 @@ class Stack:
                 concurrency=s.worker_concurrency, name="mnemoflow-all", queues=WORK_QUEUES, log_level=s.log_level
             ),
             grace=30,
+            env=self.worker_env("worker"),
         )
-        self.spawn("sweeper", sweeper_command(name="mnemoflow-sweep", log_level=s.log_level), grace=10)
+        self.spawn(
+            "sweeper",
+            sweeper_command(name="mnemoflow-sweep", log_level=s.log_level),
+            grace=10,
+            env=self.worker_env("sweeper"),
+        )
         if self.with_beat:
             schedule = str(self.data_dir / "celerybeat-schedule")
             self.spawn("beat", ["celery", "-A", "workers.app", "beat", "--loglevel", s.log_level, "-s", schedule], 10)
@@ -141,6 +168,7 @@ class Stack:
             "children": {name: child.record() for name, child in self.children.items()},
             "gateway": self.gateway_url,
             "flower": self.flower_url if self.with_flower else None,
+            "metrics": self.metrics_urls,
             "redis_url": self.redis_url,
             "pgdata": str(self.data_dir / "pgdata") if self.postgres else None,
         }
@@ -156,6 +184,12 @@ class Stack:
     @property
     def flower_url(self) -> str:
         return f"http://{FLOWER_HOST}:{self.settings.flower_port}"
+
+    @property
+    def metrics_urls(self) -> dict[str, str]:
+        """Where Prometheus scrapes each worker of the stack."""
+        host = self.settings.worker_metrics_host
+        return {name: f"http://{host}:{port}/metrics" for name, port in self.metrics_ports.items()}
 
     def gateway_answers(self) -> bool:
         try:
@@ -237,6 +271,7 @@ def supervise(stack: Stack, stop_requested: Callable[[], bool], poll_interval: f
                 "\nMnemoflow is running.\n"
                 f"  gateway   {stack.gateway_url}   (OpenAPI docs: {stack.gateway_url}/docs)\n"
                 + (f"  flower    {stack.flower_url}\n" if stack.with_flower else "")
+                + "".join(f"  metrics   {url}   ({name})\n" for name, url in stack.metrics_urls.items())
                 + f"  data      {stack.data_dir}\n"
                 f"  logs      {stack.data_dir / 'logs'}\n"
                 "A process that crashes is started again. Press Ctrl-C to stop (or run `make down` from another shell)."

@@ -109,6 +109,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         document_counts = metrics.DocumentsCollector(store_wide)
         REGISTRY.register(document_counts)
+        tier_counts = metrics.TiersCollector(store_wide)
+        REGISTRY.register(tier_counts)
         cache_counts = metrics.HotRowCacheCollector(row_cache) if row_cache else None
         if cache_counts:
             REGISTRY.register(cache_counts)
@@ -121,6 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             aftermath.close()  # the last queries' bookkeeping, before the connections go
             REGISTRY.unregister(document_counts)
+            REGISTRY.unregister(tier_counts)
             if cache_counts:
                 REGISTRY.unregister(cache_counts)
             db.dispose()

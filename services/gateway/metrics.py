@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 from prometheus_client import Counter, Histogram
@@ -11,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from shared.db import Database
 from shared.retrieval.hot_rows import HotRowCache
 from shared.storage import documents as document_store
+from shared.storage import memories as memory_store
 from shared.text import opaque_label
 
 log = logging.getLogger("mnemoflow.gateway")
@@ -94,6 +96,36 @@ class DocumentsCollector:
 
     def describe(self) -> list[GaugeMetricFamily]:
         return []  # no query when registering
+
+
+class TiersCollector:
+    """`mnemoflow_memories{sector,tier}`: memories in the store by primary sector and tier (hot, warm, cold), read
+    from PostgreSQL at most once a minute (a count of the whole store; between reads a scrape gets the last one)."""
+
+    MAX_AGE_SECONDS = 60.0
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._counts: list[tuple[str, str, int]] = []
+        self._read_at = float("-inf")
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if time.monotonic() - self._read_at >= self.MAX_AGE_SECONDS:
+            try:
+                with self.db.session() as session:
+                    self._counts = memory_store.tier_counts(session)
+                self._read_at = time.monotonic()
+            except Exception as exc:  # a scrape must not fail because the database hiccupped
+                log.warning("could not count memories by tier for /metrics: %s", exc)
+        family = GaugeMetricFamily(
+            "mnemoflow_memories", "Memories in the store by primary sector and tier", labels=["sector", "tier"]
+        )
+        for sector, tier, count in self._counts:
+            family.add_metric([sector, tier], count)
+        yield family
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return []
 
 
 class HotRowCacheCollector:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from shared.api.common import Provider
+from shared.config.parsing import env
 
 
 class JobSettings(BaseModel):
@@ -40,6 +42,15 @@ class JobSettings(BaseModel):
     worker_concurrency: int = Field(default=2, ge=1)
     # How long a worker process retries its start-up (a database still starting) before it exits to be replaced.
     worker_start_seconds: float = Field(default=30.0, gt=0)
+    # A worker's Prometheus endpoint (workers/metrics.py): unset or 0, none; `mnemoflow up` serves its worker's on
+    # 9540 and its sweeper's on the port after, unless this names another port (or 0).
+    worker_metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    worker_metrics_host: str = "127.0.0.1"
+    # Where the worker's pool processes keep their metric files (one directory per worker, emptied when it starts);
+    # unset: a temporary directory of its own.
+    worker_metrics_dir: Path | None = Field(
+        default=None, validation_alias=env("MNEMOFLOW_WORKER_METRICS_DIR", "PROMETHEUS_MULTIPROC_DIR")
+    )
 
     @property
     def soft_time_limit(self) -> int:

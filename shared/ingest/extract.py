@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from shared.ingest import extras
 from shared.ingest.audio import transcribe
 from shared.ingest.elements import Extracted
 from shared.ingest.formats import Format, Kind
@@ -24,8 +25,10 @@ def extract(
     Documents are parsed (pypdfium2 for PDF, trafilatura + unstructured for HTML, unstructured for the
     rest); audio and video are transcribed. `limits` defaults to DOCUMENT_LIMITS or MEDIA_LIMITS by kind.
     `source_url` is recorded for HTML fetched from the web. Raises ExtractionFailed when there is no text, or
-    more than `max_chars` characters of it: the parser stops there, so no more than that comes back.
+    more than `max_chars` characters of it: the parser stops there, so no more than that comes back; UnsupportedMedia
+    naming the extra to install when this install lacks the format's parser (shared/ingest/extras.py).
     """
+    extras.require(fmt)
     location = os.fspath(path)
     label = f"{fmt.value} {fmt.kind.value}"
     if fmt.kind is Kind.DOCUMENT:

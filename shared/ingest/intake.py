@@ -18,7 +18,7 @@ import httpx
 from sqlalchemy.orm import Session
 
 from shared.errors import Conflict, InvalidInput, UnsupportedMedia, UpstreamFailed
-from shared.ingest import Format, Kind, check_declared, check_url
+from shared.ingest import Format, Kind, check_declared, check_url, extras
 from shared.ingest.formats import SUPPORTED
 from shared.ingest.params import IngestParams
 from shared.jobs import JobKind
@@ -68,7 +68,8 @@ def is_textual(content_type: str | None) -> bool:
 
 
 def check_format(detected: Format, content_type: str | None) -> None:
-    """Refuse bytes whose declared type (MIME type or short name) names another format (415)."""
+    """Refuse bytes whose declared type (MIME type or short name) names another format, or whose format needs an
+    extra this install lacks (415, naming the `pip install` that adds it)."""
     mime, allowed = declared_format(content_type)
     if allowed is not None and detected not in allowed:
         names = ", ".join(sorted(f.value for f in allowed))
@@ -77,6 +78,7 @@ def check_format(detected: Format, content_type: str | None) -> None:
             details={"declared": content_type, "detected": detected.value, "expected": names},
         )
     check_declared(detected, mime)
+    extras.require(detected)
 
 
 def normalize_url(url: str) -> str:

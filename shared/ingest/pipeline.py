@@ -52,6 +52,8 @@ class IngestOutcome:
     chunks: list[StoreChunk] = field(default_factory=list)  # to send, now that they are committed
     retry_in: float | None = None
     error: str | None = None
+    fmt: str | None = None  # the document's format, once sniffed
+    stages_ms: dict[str, int] = field(default_factory=dict)  # what this step's stages took (fetch, extract, …)
 
 
 @dataclass
@@ -94,15 +96,20 @@ def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOut
         try:
             prepared = _prepare(db, settings, document, job["params"], stages)
         except Exception as exc:
-            return _failed_attempt(db, settings, document, job_id, attempts, exc, stages)
+            failed = _failed_attempt(db, settings, document, job_id, attempts, exc, stages)
+            failed.stages_ms = stages
+            return failed
         if isinstance(prepared, uuid.UUID):
-            return _duplicate(db, document, job_id, prepared, stages)
+            duplicate = _duplicate(db, document, job_id, prepared, stages)
+            duplicate.stages_ms = stages
+            return duplicate
         started = time.perf_counter()
         items = _items(prepared, document, job["params"])
         stages["classify_ms"] = _ms(started)
         with db.session() as session:
             refs = _plan(session, settings, document["id"], job_id, prepared, items, stages)
-        return IngestOutcome("planned" if refs else "skipped", chunks=refs)
+        status = "planned" if refs else "skipped"
+        return IngestOutcome(status, chunks=refs, fmt=prepared.fmt.value, stages_ms=stages)
 
 
 def _prepare(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -23,10 +24,15 @@ from shared.storage import waypoints as waypoint_store
 
 
 def store_chunk(
-    engine: MemoryEngine, session: Session, job_id: uuid.UUID, seq: int, owner: str | None = None
+    engine: MemoryEngine,
+    session: Session,
+    job_id: uuid.UUID,
+    seq: int,
+    owner: str | None = None,
+    on_stored: Callable[[int, int], None] | None = None,
 ) -> str | None:
     """Process one chunk (`owner`: this worker's lease on it); returns the job's status afterwards, or None when
-    there was nothing to do.
+    there was nothing to do. `on_stored(created, duplicates)` hears how many of its items became new memories.
 
     Items made from a document become memories placed in it (document_id, chunk_index); their vectors land in
     the fresh tier, searched at once and merged into the index in the background.
@@ -52,6 +58,8 @@ def store_chunk(
     refs = engine.store(session, prepared, settle=False)
     created = sum(1 for r in refs if r.created)
     result: dict[str, Any] = {"created": created, "duplicates": len(items) - created}
+    if on_stored is not None:
+        on_stored(created, len(items) - created)
     sequence = bool(job["params"].get("sequence"))
     if sequence:  # where each item went, for the links made when the last chunk is done
         result["sequence"] = [[i.position, str(ref.id), ref.created] for i, ref in zip(items, refs, strict=True)]

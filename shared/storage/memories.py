@@ -273,6 +273,14 @@ def sector_stats(session: Session, user_id: str | None) -> list[dict[str, Any]]:
     return [dict(r._mapping) for r in rows]
 
 
+def tier_counts(session: Session) -> list[tuple[str, str, int]]:
+    """(sector, tier, memories) over the whole store, for the metrics endpoint."""
+    rows = session.execute(
+        text("SELECT primary_sector AS sector, tier, count(*) AS n FROM memories GROUP BY 1, 2")
+    ).all()
+    return [(r.sector, r.tier, int(r.n)) for r in rows]
+
+
 def lifecycle_stats(session: Session, user_id: str | None) -> dict[str, Any]:
     """Tier counts, compression states and average salience (of one tenant, or of the whole store)."""
     row = session.execute(

@@ -116,6 +116,8 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., R
             "PORT": str(port),
             "FLOWER_PORT": str(flower_port),
             "MNEMOFLOW_WORKER_CONCURRENCY": "1",
+            # the worker's metrics on a free port (the sweeper's on the next), not 9540 shared with other stacks
+            "MNEMOFLOW_WORKER_METRICS_PORT": str(free_port()),
             "PYTHONUNBUFFERED": "1",
             **env,
         }

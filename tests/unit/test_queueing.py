@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from kombu import Queue
 
 from shared.config import Settings
-from shared.jobs import ALL_QUEUES, TaskName, embed_queue
-from shared.queueing import celery_config, route_task
+from shared.jobs import ALL_QUEUES, ReembedChunk, StoreChunk, SweepJobs, TaskName, embed_queue
+from shared.queueing import broker_keys, celery_config, route_task, unacked_key
 
 
 def test_queues_are_declared_explicitly_with_safe_delivery_settings():
@@ -55,3 +57,30 @@ def test_undeclared_or_missing_destinations_are_refused():
         route_task(TaskName.STORE_CHUNK, (), {}, {})
     with pytest.raises(ValueError, match="unknown sector"):
         embed_queue("dreams")
+
+
+def test_a_chunk_travels_under_a_name_naming_its_sector_queue():
+    job = uuid.uuid4()
+    assert StoreChunk(job_id=job, seq=0, sector="semantic", user_id="alice").display_name == (
+        "mnemoflow.memory.store_chunk@embed.semantic"
+    )
+    assert ReembedChunk(job_id=job, seq=1, sector="emotional").display_name == "mnemoflow.reembed.chunk@embed.emotional"
+    assert SweepJobs().display_name is None  # one queue per task: its own name says it
+
+
+def test_flower_lists_no_queue_that_does_not_exist():
+    # Flower shows task_default_queue beside the declared queues until it knows the workers' queues.
+    config = celery_config(Settings(redis_url="redis://localhost:6379/0"))
+    assert config["task_default_queue"] in ALL_QUEUES
+
+
+def test_queue_depth_reads_every_priority_list_of_the_redis_transport():
+    assert broker_keys("embed.semantic", {}) == [
+        "embed.semantic",
+        "embed.semantic\x06\x163",
+        "embed.semantic\x06\x166",
+        "embed.semantic\x06\x169",
+    ]
+    options = {"global_keyprefix": "mf:", "sep": ":", "priority_steps": [0, 5]}
+    assert broker_keys("ingest", options) == ["mf:ingest", "mf:ingest:5"]
+    assert unacked_key(options) == "mf:unacked" and unacked_key({}) == "unacked"

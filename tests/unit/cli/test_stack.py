@@ -17,3 +17,17 @@ def test_given_urls_mean_no_embedded_servers(tmp_path):
     assert stack.redis_url == "redis://cache.internal:6379/0"
     env = stack.child_env()
     assert env["DATABASE_URL"] == stack.database_url and env["REDIS_URL"] == stack.redis_url
+
+
+def test_the_worker_and_the_sweeper_each_get_a_metrics_port_and_directory_of_their_own(tmp_path):
+    stack = Stack(Settings(data_dir=tmp_path), echo=False)
+    assert stack.metrics_ports == {"worker": 9540, "sweeper": 9541}
+    worker, sweeper = stack.worker_env("worker"), stack.worker_env("sweeper")
+    assert worker["MNEMOFLOW_WORKER_METRICS_PORT"] == "9540" and sweeper["MNEMOFLOW_WORKER_METRICS_PORT"] == "9541"
+    assert worker["MNEMOFLOW_WORKER_METRICS_DIR"] != sweeper["MNEMOFLOW_WORKER_METRICS_DIR"]
+    assert stack.metrics_urls["sweeper"] == "http://127.0.0.1:9541/metrics"
+
+    moved = Stack(Settings(data_dir=tmp_path, worker_metrics_port=9700), echo=False)
+    assert moved.metrics_ports == {"worker": 9700, "sweeper": 9701}
+    off = Stack(Settings(data_dir=tmp_path, worker_metrics_port=0), echo=False)
+    assert off.metrics_ports == {} and off.worker_env("worker") == {"MNEMOFLOW_WORKER_METRICS_PORT": "0"}
