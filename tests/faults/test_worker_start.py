@@ -109,6 +109,7 @@ def _start_once(round_: int, servers, settings, make_store, tenant, tmp_path) ->
     assert not [line for line in log_path.read_text().splitlines() if any(t in line for t in trouble)], log_path
 
 
+@pytest.mark.timeout(120 * START_ROUNDS)  # a start and its first jobs take 10-60 s, more on a loaded machine
 def test_every_start_gives_every_pool_process_its_database(servers, settings, make_store, tenant, tmp_path):
     for round_ in range(START_ROUNDS):
         _start_once(round_, servers, settings, make_store, tenant, tmp_path)

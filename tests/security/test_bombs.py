@@ -8,6 +8,7 @@ Redis database, so nothing else takes its jobs), with a 1 GiB parser cap so bomb
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import re
@@ -149,6 +150,7 @@ class _Peaks:
 
     def __init__(self, worker: psutil.Process) -> None:
         self.worker = worker
+        self._settle()
         self.own_peak = self.own_now()
         self.own_start = self.own_peak
         self.child_peak = 0
@@ -167,6 +169,22 @@ class _Peaks:
 
     def own_now(self) -> int:
         return sum(_rss(p) for p in self._split()[0])
+
+    def _settle(self, timeout: float = 180) -> None:
+        """Wait until every pool process has started its parser forkserver and their memory holds still: the
+        forkserver imports the parsers in the background (seconds, more on a loaded machine), and a baseline taken
+        before that counted its imports as the bombs' doing."""
+        deadline = time.monotonic() + timeout
+        recent: list[int] = []
+        while time.monotonic() < deadline:
+            with contextlib.suppress(psutil.Error):
+                pools = self.worker.children()
+                if pools and all(pool.children() for pool in pools):
+                    recent = [*recent[-5:], self.own_now()]
+                    if len(recent) == 6 and max(recent) - min(recent) < 16 * MIB:
+                        return
+            time.sleep(0.5)
+        raise AssertionError(f"the worker's memory did not settle within {timeout:.0f} s: {recent}")
 
     def _run(self) -> None:
         while not self._stop.is_set():
