@@ -56,6 +56,8 @@ class TaskName(StrEnum):
     PRUNE_APPLIED_EVENTS = "mnemoflow.events.prune"
     DECAY_CYCLE = "mnemoflow.decay.cycle"
     INGEST_DOCUMENT = "mnemoflow.ingest.document"
+    IMPORT_CHUNK = "mnemoflow.data.import_chunk"
+    ERASE_TENANT = "mnemoflow.data.erase_tenant"
 
 
 # Where a task goes when the caller does not say (sector tasks always name their queue).
@@ -71,6 +73,7 @@ DEFAULT_QUEUE: dict[str, str] = {  # values are Queue members (str)
     TaskName.PRUNE_APPLIED_EVENTS: Queue.MAINTENANCE,
     TaskName.DECAY_CYCLE: Queue.MAINTENANCE,
     TaskName.INGEST_DOCUMENT: Queue.INGEST,
+    TaskName.ERASE_TENANT: Queue.MAINTENANCE,
 }
 
 
@@ -80,6 +83,8 @@ class JobKind(StrEnum):
     BATCH = "batch"  # POST /memory/batch: chunks of memories, stored on the sector queues
     INGEST = "ingest"  # a document: extracted on the ingest queue, then chunks like a batch's
     REEMBED = "reembed"  # the whole store converted to another embedding model
+    IMPORT = "import"  # POST /import: an export's memories in chunks, then its waypoints (shared.data.imports)
+    ERASE = "erase"  # a tenant erased, every row and key of it (the store's job: shared.data.erasure)
 
 
 class Message(BaseModel):
@@ -128,11 +133,22 @@ class ReembedChunk(_ChunkMessage):
     task = TaskName.REEMBED_CHUNK
 
 
-def chunk_message(kind: str, job_id: uuid.UUID, seq: int, sector: str, user_id: str) -> StoreChunk | ReembedChunk:
+class ImportChunk(_ChunkMessage):
+    """Store one chunk of an import job: memories as exported, or (once they are all stored) waypoints."""
+
+    task = TaskName.IMPORT_CHUNK
+    user_id: str  # whose import it is (see StoreChunk)
+
+
+def chunk_message(
+    kind: str, job_id: uuid.UUID, seq: int, sector: str, user_id: str
+) -> StoreChunk | ReembedChunk | ImportChunk:
     """The message that processes a chunk of a job of `kind` (the sweeper re-sends chunks of every kind); a
     re-embed is the store's, not `user_id`'s."""
     if kind == JobKind.REEMBED:
         return ReembedChunk(job_id=job_id, seq=seq, sector=sector)
+    if kind == JobKind.IMPORT:
+        return ImportChunk(job_id=job_id, seq=seq, sector=sector, user_id=user_id)
     return StoreChunk(job_id=job_id, seq=seq, sector=sector, user_id=user_id)
 
 
@@ -142,6 +158,14 @@ class IngestDocument(Message):
     task = TaskName.INGEST_DOCUMENT
     job_id: uuid.UUID
     user_id: str  # whose document it is (see StoreChunk)
+
+
+class EraseTenant(Message):
+    """Erase a tenant: its open jobs cancelled, its rows deleted in batches, its keys in Valkey removed (a step
+    at a time: a step that runs out of time sends the next)."""
+
+    task = TaskName.ERASE_TENANT
+    job_id: uuid.UUID
 
 
 class PlanReembed(Message):

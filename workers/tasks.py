@@ -18,7 +18,9 @@ from shared.embedding.local import ModelUnavailable
 from shared.errors import public_message
 from shared.ingest import pipeline as ingest_pipeline
 from shared.jobs import (
+    EraseTenant,
     FinishReembed,
+    ImportChunk,
     IngestDocument,
     JobKind,
     MergeFresh,
@@ -41,7 +43,7 @@ from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle
 from shared.lifecycle.merge_cycle import MergeCycle, embed_backlog
 from shared.memory.chunks import store_chunk as store_job_chunk
 from shared.queueing import send as send_with
-from shared.storage import decay_runs, leases
+from shared.storage import cancels, decay_runs, leases
 from shared.storage import documents as document_store
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import jobs as job_store
@@ -60,7 +62,7 @@ def send(*messages: Message) -> None:
 
 def _run_chunk(
     task: Task,
-    message: StoreChunk | ReembedChunk,
+    message: StoreChunk | ReembedChunk | ImportChunk,
     work: Callable[[Session, uuid.UUID, int, str], Any],
     *,
     purpose: str,
@@ -311,9 +313,11 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
     with store_wide().session() as session:
         stalled = job_store.stalled_chunks(session, older_than_seconds=stall)
         job_store.mark_enqueued(session, stalled)
+        closed = cancels.close_cancelled_chunks(session)  # never re-sent
         idle = job_store.idle_open_jobs(session, JobKind.REEMBED, older_than_seconds=stall)
+        erasures = job_store.idle_open_jobs(session, JobKind.ERASE, older_than_seconds=stall)
         ingests = document_store.stalled_ingest_jobs(session, stall_seconds=stall)
-        for job_id in [job["id"] for job in idle] + [job_id for job_id, _ in ingests]:
+        for job_id in [job["id"] for job in idle + erasures] + [job_id for job_id, _ in ingests]:
             job_store.touch_job(session, job_id)
         runs = decay_runs.queued_runs(session, older_than_seconds=stall) + decay_runs.orphaned_runs(session)
     send(*(chunk_message(chunk.kind, chunk.job_id, chunk.seq, chunk.sector, chunk.user_id) for chunk in stalled))
@@ -327,10 +331,11 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
     # the document's status says which step is due
     send(*(IngestDocument(job_id=job_id, user_id=user_id) for job_id, user_id in ingests))
     send(*(RunDecayCycle(run_id=run["id"], ratio=run["ratio"], trigger=run["trigger"]) for run in runs))
-    steps = len(idle) + len(ingests) + len(runs)
+    send(*(EraseTenant(job_id=job["id"]) for job in erasures))
+    steps = len(idle) + len(ingests) + len(runs) + len(erasures)
     if stalled or steps:
         log.warning("sweeper re-sent %d stalled chunk(s) and %d stalled job step(s)", len(stalled), steps)
-    return {"resent": len(stalled), "job_steps": steps}
+    return {"resent": len(stalled), "job_steps": steps, "cancelled_chunks_closed": closed}
 
 
 @app.task(name=PruneEmbedLogs.task)
