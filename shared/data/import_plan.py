@@ -176,7 +176,7 @@ def plan_import(
         )
     messages = planner.finish()
     total = counts["memories"] + counts["waypoints"]
-    params = {"documents": planner.documents} | {k: v for k, v in counts.items()}
+    params = {"document_ids": planner.documents} | counts
     job_store.grow_job(session, planner.job_id, more_total=total, params=params)
     finished = not messages
     if finished:  # nothing but documents (or nothing at all): done now

@@ -121,7 +121,7 @@ def _store_memories(
     tenant = job["user_id"]
     placed = _place(session, tenant, memories)
     fresh = [p for p in placed if p.new]
-    documents = job["params"].get("documents") or {}
+    documents = job["params"].get("document_ids") or {}  # the file's document ids stored under another one
 
     def stored_document(memory: ExportedMemory) -> str | None:
         return documents.get(str(memory.document_id), str(memory.document_id)) if memory.document_id else None
@@ -212,7 +212,8 @@ def _insert(
 
 
 def _vector_text(vector: np.ndarray) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    """As the decay cycle writes a fingerprint (storage.decay_steps): the same memory, the same stored value."""
+    return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
 
 
 def _store_links(session: Session, job: dict[str, Any], waypoints: list[ExportedWaypoint]) -> dict[str, Any]:
