@@ -18,6 +18,7 @@ from shared.data import erasure, import_store
 from shared.data.export import export_lines
 from shared.data.import_plan import alias, plan_import
 from shared.errors import InvalidInput
+from shared.jobs import ChunkSpec
 from shared.lifecycle.compression import fingerprint_summary, fingerprint_vector, pool_to
 from shared.memory.chunks import store_chunk
 from shared.storage import decay_steps
@@ -25,7 +26,6 @@ from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 from shared.storage import waypoints as waypoint_store
 from shared.storage.decay_steps import CompressedMemory, VectorRow
-from shared.jobs import ChunkSpec
 from tests.integration.helpers import add, item, query
 
 pytestmark = pytest.mark.integration
