@@ -114,7 +114,7 @@ def erase(
         typer.echo(f"this erases everything of user_id {user_id!r} and cannot be undone: add --yes", err=True)
         raise typer.Exit(2)
     main = _http()
-    body = main._call("DELETE", f"/maintenance/tenants/{user_id}")
+    body = main._call("POST", "/maintenance/erase", json={"user_id": user_id})
     note = " (an erasure already under way)" if body["existing"] else ""
     typer.echo(f"erasing {user_id!r}: job {body['job_id']}{note}")
     if not wait:

@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
+import struct
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shared.api.common import SECTORS, Real, TagsAndMetadata, assume_utc, clean_metadata, known_sectors, no_nul
+from shared.api.common import (
+    SECTORS,
+    Real,
+    TagsAndMetadata,
+    UserId,
+    assume_utc,
+    clean_metadata,
+    known_sectors,
+    no_nul,
+)
 from shared.api.memories import memory_text
 
 FORMAT: Literal["mnemoflow-export"] = "mnemoflow-export"
@@ -83,6 +94,11 @@ class Vector(BaseModel):
             raise ValueError(f"vector data is not valid base64 ({exc})") from exc
         if len(raw) != 4 * self.dim:
             raise ValueError(f"vector data holds {len(raw)} bytes; {self.dim} float32 values are {4 * self.dim}")
+        values = struct.unpack(f"<{self.dim}f", raw)
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError("vector data holds a value that is not a finite number")
+        if not any(values):
+            raise ValueError("vector data is all zeros: a zero vector cannot be compared with any other")
         return self
 
 
@@ -96,11 +112,11 @@ class ExportedDocument(_Line):
     filename: str | None = None
     mime_type: str | None = None
     format: str | None = None
-    byte_size: int | None = Field(default=None, ge=0)
+    byte_size: int | None = Field(default=None, ge=0, le=2**62)
     content_hash: str | None = Field(default=None, max_length=128)
     url_hash: str | None = Field(default=None, max_length=128)
     status: Literal["queued", "extracting", "embedding", "done", "failed", "duplicate", "cancelled"]
-    chunk_count: int = Field(default=0, ge=0)
+    chunk_count: int = Field(default=0, ge=0, le=2**31 - 1)
     meta: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     duplicate_of: uuid.UUID | None = None
@@ -220,8 +236,16 @@ class ImportAccepted(BaseModel):
     status_url: str | None
 
 
+class EraseRequest(BaseModel):
+    """`POST /maintenance/erase` (operator): erase a tenant, every row and key of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId = Field(description="the tenant to erase")
+
+
 class EraseAccepted(BaseModel):
-    """`DELETE /maintenance/tenants/{user_id}`: the erasure's job (the store's), and where it stands."""
+    """`POST /maintenance/erase`: the erasure's job (the store's), and where it stands."""
 
     job_id: uuid.UUID
     status: Literal["queued", "running", "succeeded", "failed"]

@@ -1,4 +1,4 @@
-"""Erasing a tenant (DELETE /maintenance/tenants/{user_id}): a job of the store's, run by a maintenance worker a
+"""Erasing a tenant (POST /maintenance/erase): a job of the store's, run by a maintenance worker a
 step at a time, that leaves nothing of the tenant in any table or Valkey key (docs/data.md#erasure).
 
 A job, not a request: a tenant of a million memories takes minutes to delete (each memory's vectors leave their

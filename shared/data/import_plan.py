@@ -151,13 +151,16 @@ def plan_import(
             raise InvalidInput(f"line {number}: the file goes on after its end line", details={"line": number})
         line = lines.parse(raw, number)
         if isinstance(line, ExportedMemory):
-            limits.check_item(line.content, line.tags, line.metadata, where=f"line {number} (memory {line.id})")
+            where = f"line {number} (memory {line.id})"
+            limits.check_item(line.content, line.tags, line.metadata, where=where)
+            limits.check_content(line.summary or "", where=f"{where}: summary")
             planner.memory(line)
             counts["memories"] += 1
         elif isinstance(line, ExportedWaypoint):
             planner.link(line)
             counts["waypoints"] += 1
         elif isinstance(line, ExportedDocument):
+            limits.check_labels([], line.meta, where=f"line {number} (document {line.id}): meta")
             planner.document(line)
             counts["documents"] += 1
         elif isinstance(line, ExportEnd):

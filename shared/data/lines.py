@@ -84,7 +84,7 @@ def parse(raw: bytes | str, number: int) -> Line:
     """Line `number` (1-based) of a file, validated; InvalidInput saying which line and what is wrong."""
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidInput(f"line {number}: not a JSON object ({exc})", details={"line": number}) from exc
     if not isinstance(data, dict):
         raise InvalidInput(f"line {number}: not a JSON object", details={"line": number})

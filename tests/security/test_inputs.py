@@ -89,6 +89,11 @@ USER_ID_ROUTES: list[tuple[str, str, str, dict]] = [
     ("get", "/documents/{document_id}", "query", {}),
     ("get", "/sectors", "query", {}),
     ("get", "/jobs/{job_id}", "query", {}),
+    ("post", "/jobs/{job_id}/cancel", "query", {}),
+    ("delete", "/documents/{document_id}", "query", {}),
+    ("get", "/export", "query", {}),
+    ("post", "/import", "query", {}),
+    ("post", "/maintenance/erase", "body", {}),
 ]
 RULE = "1-256 characters of letters (A-Z, a-z), digits and - _ . @ :, not starting with _ (reserved)"
 

@@ -1,5 +1,5 @@
 """The data a tenant owns: GET /export, POST /import, POST /jobs/{id}/cancel, DELETE /documents/{id}, and the
-operator's DELETE /maintenance/tenants/{user_id} (docs/data.md)."""
+operator's POST /maintenance/erase (docs/data.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from services.gateway.deps import PrincipalDep, StateDep
 from services.gateway.routers.system import job_public
 from services.gateway.state import GatewayState
 from shared.api.common import UserId
-from shared.api.data import EraseAccepted, ImportAccepted
+from shared.api.data import EraseAccepted, EraseRequest, ImportAccepted
 from shared.api.jobs import JobPublic
 from shared.backpressure import Quota
 from shared.data import cancel, erasure, import_plan
@@ -145,9 +145,9 @@ def delete_document(
     return {"ok": True, "id": str(document_id), "memories_deleted": deleted}
 
 
-@router.delete("/maintenance/tenants/{user_id}", status_code=status.HTTP_202_ACCEPTED, response_model=EraseAccepted)
+@router.post("/maintenance/erase", status_code=status.HTTP_202_ACCEPTED, response_model=EraseAccepted)
 def erase_tenant(
-    user_id: UserId,
+    body: EraseRequest,
     state: StateDep,
     principal: PrincipalDep,
     response: Response,
@@ -158,7 +158,7 @@ def erase_tenant(
     its keys in Valkey, as a job on the maintenance queue (docs/data.md#erasure). 200 once it has ended."""
     principal.require_admin()
     with state.unit_of_work(store_wide=True) as work:
-        job, created = erasure.start(work.session, user_id)
+        job, created = erasure.start(work.session, body.user_id)
         if created:
             work.enqueue(EraseTenant(job_id=job["id"]))  # after the commit; if lost, the sweeper sends it
     if created:

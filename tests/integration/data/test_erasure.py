@@ -126,7 +126,9 @@ def test_an_erased_tenant_leaves_nothing_in_any_table_or_key(app_db, maintenance
             {"t": f'%"{tenant}"%'},
         ).scalar_one()
     assert ended["status"] == "succeeded" and "user_id" not in ended["params"] and mentions == 0
-    assert ended["result"]["deleted"]["memories"] == 4 and ended["result"]["deleted"]["embed_logs"] == 2  # its chunk's call, and ours
+    assert (
+        ended["result"]["deleted"]["memories"] == 4 and ended["result"]["deleted"]["embed_logs"] == 2
+    )  # its chunk's call, and ours
     assert ended["progress_done"] == ended["progress_total"] > 0
     assert cancelled is None  # cancelled, then deleted with the tenant's other jobs
     assert logs == 2 and uploads >= 1  # the neighbour's
