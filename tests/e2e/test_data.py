@@ -7,13 +7,15 @@ from __future__ import annotations
 import base64
 import json
 import time
+import uuid
 
 import httpx
 import pytest
 import redis
 from sqlalchemy import text
 
-from shared.jobs import ALL_QUEUES
+from shared.jobs import ALL_QUEUES, SweepJobs
+from shared.queueing import make_celery, send
 from shared.storage import erasure as erasure_store
 from tests.conftest import wait_for_job
 
@@ -93,6 +95,10 @@ def _fill(http: httpx.Client, tenant: str) -> None:
     _wait(lambda: _settled(http, tenant))
 
 
+def _total(http: httpx.Client, tenant: str) -> int:
+    return int(http.get("/memory/all", params={"user_id": tenant, "l": 1}).json()["total"])
+
+
 def _answers(http: httpx.Client, tenant: str) -> list[list[tuple[str, str, float]]]:
     out = []
     for question in QUESTIONS:
@@ -110,11 +116,11 @@ def _export(http: httpx.Client, tenant: str) -> list[dict]:
 
 def test_export_erase_import_gives_back_the_same_memories_and_answers(http, worker, tenant):
     _fill(http, tenant)
-    before = _answers(http, tenant)
+    before, stored = _answers(http, tenant), _total(http, tenant)
     exported = _export(http, tenant)
     header, end = exported[0], exported[-1]
     assert header["type"] == "header" and header["user_id"] == tenant and header["version"] == 1
-    assert end == {"type": "end", "documents": 1, "memories": 21, "waypoints": end["waypoints"]}
+    assert end == {"type": "end", "documents": 1, "memories": stored, "waypoints": end["waypoints"]}
     assert end["waypoints"] >= 5  # 3 next (the conversation), 2 next (the document), the supersedes, best matches
     vectors = [v for line in exported if line["type"] == "memory" for v in line["vectors"]]
     assert vectors and all(len(base64.b64decode(v["data"])) == 4 * v["dim"] for v in vectors)
@@ -131,7 +137,7 @@ def test_export_erase_import_gives_back_the_same_memories_and_answers(http, work
     assert imported.status_code == 202, imported.text
     job = wait_for_job(http, imported.json()["job_id"], tenant)
     assert job["status"] == "succeeded", job
-    assert job["result"]["created"] == 21 and job["result"]["reembedded"] == 0
+    assert job["result"]["created"] == stored and job["result"]["reembedded"] == 0
     _wait(lambda: _settled(http, tenant))
 
     again = _export(http, tenant)
@@ -175,7 +181,7 @@ def _mentions(client: redis.Redis, tenant: str) -> list[str]:
 
 
 def test_an_erasure_leaves_nothing_of_the_tenant_and_touches_no_other(http, worker, maintenance, servers, tenant):
-    other = f"keep-{tenant}"
+    other = f"keep-{uuid.uuid4().hex[:12]}"  # no part of the erased name
     for who in (tenant, other):
         _fill(http, who)
         http.post("/memory/query", json={"query": "ferry to Harwich", "user_id": who})  # cached, counted
@@ -183,19 +189,22 @@ def test_an_erasure_leaves_nothing_of_the_tenant_and_touches_no_other(http, work
     kept = _rows_of(maintenance, other)
     _wait(lambda: _mentions(client, tenant) and _mentions(client, other))
     assert _rows_of(maintenance, tenant)
-    kept_keys = sorted(_mentions(client, other))
+    # its cached query embedding and its query counts (rate-limit buckets expire by themselves once full again)
+    kept_keys = sorted(k for k in _mentions(client, other) if k.startswith(("mnemoflow:qemb", "mnemoflow:retrieval")))
+    assert len(kept_keys) == 2
 
     erased = http.post("/maintenance/erase", params={"wait": "true", "timeout": 120}, json={"user_id": tenant})
     assert erased.status_code == 200 and erased.json()["status"] == "succeeded", erased.text
     deleted = erased.json()["result"]["deleted"]
-    assert deleted["memories"] == 21 and deleted["documents"] == 1 and deleted["jobs"] >= 2
+    assert deleted["memories"] == _total(http, other) and deleted["documents"] == 1 and deleted["jobs"] >= 2
 
     assert _rows_of(maintenance, tenant) == {}  # every table with a user_id
     with maintenance.session() as s:  # and the rows that name the tenant's rows, not the tenant
         orphans = {
             table: s.execute(text(sql)).scalar_one()
             for table, sql in {
-                "job_chunks": "SELECT count(*) FROM job_chunks c WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = c.job_id)",
+                "job_chunks": "SELECT count(*) FROM job_chunks c "
+                "WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = c.job_id)",
                 "document_uploads": "SELECT count(*) FROM document_uploads u "
                 "WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = u.document_id)",
                 "embed_logs": "SELECT count(*) FROM embed_logs l WHERE l.job_id IS NOT NULL "
@@ -207,8 +216,8 @@ def test_an_erasure_leaves_nothing_of_the_tenant_and_touches_no_other(http, work
     _wait(lambda: _drained(client))  # queued messages for its work are consumed (finding nothing)
     assert _mentions(client, tenant) == []
     assert _rows_of(maintenance, other) == kept
-    assert sorted(_mentions(client, other)) == kept_keys
-    assert http.get("/memory/all", params={"user_id": other}).json()["total"] == 21
+    assert all(client.exists(key) for key in kept_keys)
+    assert _total(http, other) == deleted["memories"]
 
 
 def _memories_without_all_vectors(maintenance, tenant: str) -> int:
@@ -227,7 +236,7 @@ def _stored(maintenance, tenant: str) -> int:
         return s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
 
 
-def test_a_large_batch_cancelled_halfway_ends_cancelled_with_whole_chunks(http, worker, maintenance, tenant):
+def test_a_large_batch_cancelled_halfway_ends_cancelled_with_whole_chunks(http, worker, maintenance, settings, tenant):
     items = [
         {"content": f"Ledger line {i}: crate {i % 97} moved to bay {i % 13} on day {i % 31}"} for i in range(20000)
     ]
@@ -241,11 +250,15 @@ def test_a_large_batch_cancelled_halfway_ends_cancelled_with_whole_chunks(http, 
     stored_at_answer = _stored(maintenance, tenant)
     assert stored_at_answer == job["progress"]["done"]  # the answer's progress is what is stored, whole chunks
 
-    with maintenance.session() as s:  # give late messages and the sweeper their chance: nothing more is stored
+    with maintenance.session() as s:  # every chunk looks lost to the sweeper now: it must still send none of them
         s.execute(
             text("UPDATE job_chunks SET enqueued_at = now() - interval '1 hour' WHERE job_id = :j"), {"j": job_id}
         )
-    time.sleep(5)
+    app = make_celery(settings, "tests.sweep")
+    send(app, SweepJobs())
+    client = redis.Redis.from_url(settings.redis_url)
+    _wait(lambda: _drained(client))  # the late messages and the sweep, consumed
+    time.sleep(1)
     assert _stored(maintenance, tenant) == stored_at_answer
     assert _memories_without_all_vectors(maintenance, tenant) == 0
     with maintenance.session() as s:
