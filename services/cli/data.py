@@ -125,7 +125,9 @@ def erase(
         typer.echo(f"erasure {job['status']}: {job['error'] or ''}", err=True)
         raise typer.Exit(1)
     deleted = job["result"].get("deleted") or {}
-    typer.echo("erased: " + (", ".join(f"{n:,} {what}" for what, n in deleted.items()) or "nothing was stored"))
+    first = ("memories", "documents", "jobs")
+    ordered = [w for w in first if w in deleted] + sorted(w for w in deleted if w not in first)
+    typer.echo("erased: " + (", ".join(f"{deleted[w]:,} {w}" for w in ordered if deleted[w]) or "nothing was stored"))
 
 
 def cancel(
