@@ -130,3 +130,38 @@ def _create(content: str):
     from shared.api.memories import MemoryCreate
 
     return MemoryCreate(content=content)
+
+
+def test_a_document_cancelled_while_it_is_extracted_ends_cancelled_with_nothing_planned(db, settings, tenant):
+    from shared.ingest import intake
+    from shared.ingest.pipeline import run_ingest
+    from tests.integration.helpers import trickling, wait_until
+
+    local = settings.model_copy(update={"ingest_allow_private_urls": True})  # the slow page is on loopback
+    with trickling(seconds=6) as site:
+        with db.session() as s:
+            accepted = intake.accept_url(s, user_id=tenant, url=f"{site}/minutes", params={})
+        job_id = accepted.job_id
+        outcome: dict = {}
+        worker = threading.Thread(target=lambda: outcome.update(result=run_ingest(db, local, job_id)))
+        worker.start()
+        wait_until(lambda: _document(db, job_id)["status"] == "extracting", timeout=30)
+        job = cancel_job(db, job_id, tenant)
+        assert job["status"] == "cancelled" and _document(db, job_id)["status"] == "cancelled"
+        worker.join(60)
+    assert outcome["result"].status == "skipped" and outcome["result"].chunks == []  # extracted, planned nothing
+    with db.session() as s:
+        chunks = s.execute(text("SELECT count(*) FROM job_chunks WHERE job_id = :j"), {"j": job_id}).scalar_one()
+        assert job_store.get_job(s, job_id)["status"] == "cancelled"
+    assert chunks == 0 and _document(db, job_id)["status"] == "cancelled" and memory_count(db, tenant) == 0
+    assert run_ingest(db, local, job_id).status == "cancelled"  # a redelivered step: nothing
+    with db.session() as s:  # the same URL again starts it afresh
+        again = intake.accept_url(s, user_id=tenant, url=f"{site}/minutes", params={})
+    assert again.status == "retried" and again.document_id == accepted.document_id
+
+
+def _document(db, job_id):
+    from shared.storage import documents as document_store
+
+    with db.session() as s:
+        return document_store.document_of_job(s, job_id)
