@@ -140,11 +140,10 @@ def restore(database_url: str | None, data_dir: Path, source: Path, *, force: bo
                 f"the store is not empty ({listed}): restore into an empty one (another MNEMOFLOW_DATA_DIR or "
                 "DATABASE_URL), or pass --force to replace everything in it"
             )
-        clean: list[str] = []
         if db.server is not None:  # the embedded server is ours: a new database is the cleanest slate
             recreate_database(db.server.admin_url(), db.server.database)
-        elif held or _has_schema(db.url):
-            clean = ["--clean", "--if-exists"]  # someone else's server: drop what the backup recreates
+        else:  # someone else's server, where the database may not be ours to drop: its tables are
+            _clear(db.url)
         _ensure_roles(db.url)
         _run(
             [
@@ -152,7 +151,6 @@ def restore(database_url: str | None, data_dir: Path, source: Path, *, force: bo
                 "--no-owner",
                 "--exit-on-error",
                 "--single-transaction",
-                *clean,
                 f"--dbname={db.url}",
                 str(source),
             ],
@@ -162,10 +160,31 @@ def restore(database_url: str | None, data_dir: Path, source: Path, *, force: bo
         return held_rows(db.url)
 
 
-def _has_schema(url: str) -> bool:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
-    return bool(row and row[0])
+# Every table of the schema (partitions and the view go with their tables) and Mnemoflow's functions, in one
+# transaction. pg_restore --clean cannot do it: it drops a partition's inherited key before its table, and fails.
+_CLEAR = r"""
+DO $$
+DECLARE r record;
+BEGIN
+    FOR r IN SELECT c.oid::regclass AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+               AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.deptype = 'e')
+    LOOP
+        EXECUTE format('DROP TABLE IF EXISTS %s CASCADE', r.name);
+    END LOOP;
+    FOR r IN SELECT p.oid::regprocedure AS name FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+             WHERE n.nspname = current_schema() AND p.proname LIKE 'mnemoflow\_%'
+    LOOP
+        EXECUTE format('DROP FUNCTION IF EXISTS %s CASCADE', r.name);
+    END LOOP;
+END $$
+"""
+
+
+def _clear(url: str) -> None:
+    """Drop what a store is made of from the database (the vector extension stays: the backup makes it if absent)."""
+    with psycopg.connect(url) as conn:
+        conn.execute(_CLEAR)
 
 
 def _ensure_roles(url: str) -> None:
