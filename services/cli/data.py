@@ -23,7 +23,9 @@ def _http() -> Any:
 
 def export(
     user_id: UserOption = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to FILE [standard output]")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to FILE (default: standard output)")
+    ] = None,
     vectors: Annotated[bool, typer.Option(help="Carry the vectors (re-used on import when the model matches)")] = True,
 ) -> None:
     """Export a tenant's documents, memories and waypoints as JSON Lines (the format: docs/data.md).
@@ -141,10 +143,13 @@ def cancel(
 
 
 def backup(
-    file: Annotated[Path | None, typer.Argument(help="Where to write it [mnemoflow-<time>.dump]")] = None,
+    file: Annotated[Path | None, typer.Argument(help="Where to write it (default: mnemoflow-<time>.dump)")] = None,
 ) -> None:
-    """Back the store up with pg_dump (custom format): the embedded server of the data dir, started if it is not
-    running, or DATABASE_URL's database. It may run while the stack runs (one consistent snapshot)."""
+    """Back the store up with pg_dump (custom format), while it runs or not.
+
+    The store: the data dir's embedded server (started for the command if it is not running) or DATABASE_URL's
+    database. pg_dump reads one consistent snapshot. Valkey (queues, caches) is not in it: docs/data.md.
+    """
     from datetime import UTC, datetime
 
     from infra.backup import BackupError
@@ -165,9 +170,11 @@ def restore(
     file: Annotated[Path, typer.Argument(help="A backup made by `mnemoflow backup`")],
     force: Annotated[bool, typer.Option(help="Replace a store that is not empty")] = False,
 ) -> None:
-    """Restore a backup into the store (the data dir's embedded one, made if there is none, or DATABASE_URL's) with
-    pg_restore, then migrate it to this version. The stack must be stopped; a store that is not empty is refused
-    without --force."""
+    """Restore a backup with pg_restore into an empty store (--force: replace one), the stack stopped.
+
+    The store: the data dir's embedded one (made if there is none) or DATABASE_URL's database. It is migrated to
+    this version afterwards.
+    """
     from infra.backup import BackupError
     from infra.backup import restore as load
     from shared.config import get_settings
