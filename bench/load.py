@@ -39,7 +39,7 @@ from shared.config import Settings
 from shared.jobs import ALL_QUEUES, MergeFresh
 from shared.queueing import make_celery, send
 
-ENDED = ("succeeded", "failed")
+ENDED = ("succeeded", "failed", "cancelled")
 MIX = {"query": 0.60, "add": 0.25, "batch": 0.10, "ingest": 0.05}  # what a mixed client does next
 
 

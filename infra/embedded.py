@@ -90,6 +90,14 @@ class EmbeddedPostgres:
         self._server.stop()
         self._server.ensure_postgres_running()
 
+    def running(self) -> bool:
+        """Whether a postmaster serves `pgdata` now (started by anyone: `mnemoflow up`, another command)."""
+        return self._starting_or_ready(ready=True)
+
+    def admin_url(self) -> str:
+        """The URL of the server's `postgres` database, as its superuser (after `start`)."""
+        return str(self._server.get_uri())
+
     @property
     def pid(self) -> int | None:
         """The postmaster's pid while it runs (it is not our child: pg_ctl starts it in a session of its own)."""

@@ -18,6 +18,12 @@ class Quota(enum.StrEnum):
 
 
 UNITS = {Quota.QUERIES: "queries", Quota.WRITES: "memories written", Quota.INGEST: "documents ingested"}
+BUCKET_KEY_PREFIX = "mnemoflow:ratelimit"
+
+
+def bucket_key(quota: Quota, tenant: str) -> str:
+    """Where a tenant's bucket of `quota` lives in Valkey (erased with the tenant)."""
+    return f"{BUCKET_KEY_PREFIX}:{quota}:{tenant}"
 
 
 @dataclass(frozen=True)

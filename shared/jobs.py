@@ -57,6 +57,8 @@ class TaskName(StrEnum):
     DECAY_CYCLE = "mnemoflow.decay.cycle"
     INGEST_DOCUMENT = "mnemoflow.ingest.document"
     REGENERATE_SUMMARY = "mnemoflow.users.regenerate_summary"
+    IMPORT_CHUNK = "mnemoflow.data.import_chunk"
+    ERASE_TENANT = "mnemoflow.data.erase_tenant"
 
 
 def shadow_name(task: str, queue: str) -> str:
@@ -78,6 +80,7 @@ DEFAULT_QUEUE: dict[str, str] = {  # values are Queue members (str)
     TaskName.DECAY_CYCLE: Queue.MAINTENANCE,
     TaskName.INGEST_DOCUMENT: Queue.INGEST,
     TaskName.REGENERATE_SUMMARY: Queue.MAINTENANCE,
+    TaskName.ERASE_TENANT: Queue.MAINTENANCE,
 }
 
 
@@ -88,6 +91,8 @@ class JobKind(StrEnum):
     INGEST = "ingest"  # a document: extracted on the ingest queue, then chunks like a batch's
     REEMBED = "reembed"  # the whole store converted to another embedding model
     SUMMARY = "summary"  # a tenant's user summary rebuilt (POST /users/{id}/summary/regenerate)
+    IMPORT = "import"  # POST /import: an export's memories in chunks, then its waypoints (shared.data.imports)
+    ERASE = "erase"  # a tenant erased, every row and key of it (the store's job: shared.data.erasure)
 
 
 class Message(BaseModel):
@@ -146,11 +151,22 @@ class ReembedChunk(_ChunkMessage):
     task = TaskName.REEMBED_CHUNK
 
 
-def chunk_message(kind: str, job_id: uuid.UUID, seq: int, sector: str, user_id: str) -> StoreChunk | ReembedChunk:
+class ImportChunk(_ChunkMessage):
+    """Store one chunk of an import job: memories as exported, or (once they are all stored) waypoints."""
+
+    task = TaskName.IMPORT_CHUNK
+    user_id: str  # whose import it is (see StoreChunk)
+
+
+def chunk_message(
+    kind: str, job_id: uuid.UUID, seq: int, sector: str, user_id: str
+) -> StoreChunk | ReembedChunk | ImportChunk:
     """The message that processes a chunk of a job of `kind` (the sweeper re-sends chunks of every kind); a
     re-embed is the store's, not `user_id`'s."""
     if kind == JobKind.REEMBED:
         return ReembedChunk(job_id=job_id, seq=seq, sector=sector)
+    if kind == JobKind.IMPORT:
+        return ImportChunk(job_id=job_id, seq=seq, sector=sector, user_id=user_id)
     return StoreChunk(job_id=job_id, seq=seq, sector=sector, user_id=user_id)
 
 
@@ -168,6 +184,14 @@ class RegenerateSummary(Message):
     task = TaskName.REGENERATE_SUMMARY
     job_id: uuid.UUID
     user_id: str  # whose summary it is (see StoreChunk)
+
+
+class EraseTenant(Message):
+    """Erase a tenant: its open jobs cancelled, its rows deleted in batches, its keys in Valkey removed (a step
+    at a time: a step that runs out of time sends the next)."""
+
+    task = TaskName.ERASE_TENANT
+    job_id: uuid.UUID
 
 
 class PlanReembed(Message):

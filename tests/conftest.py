@@ -203,7 +203,7 @@ def wait_for_job(http: httpx.Client, job_id: str, user_id: str, timeout: float =
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         job = http.get(f"/jobs/{job_id}", params={"user_id": user_id}).json()
-        if job["status"] in ("succeeded", "failed"):
+        if job["status"] in ("succeeded", "failed", "cancelled"):
             return job
         time.sleep(0.2)
     raise AssertionError(f"job {job_id} did not finish in {timeout}s: {job}")

@@ -50,7 +50,7 @@ app.conf.beat_schedule = {
     "prune-waypoints": {"task": PruneWaypoints.task, "schedule": settings.waypoints.prune_interval_days * 86400},
     "decay-cycle": {"task": RunDecayCycle.task, "schedule": settings.decay.interval_minutes * 60},
 }
-app.conf.include = ["workers.tasks"]
+app.conf.include = ["workers.tasks", "workers.data_tasks"]
 
 log = logging.getLogger("mnemoflow.worker")
 

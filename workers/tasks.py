@@ -18,7 +18,9 @@ from shared.embedding.local import ModelUnavailable
 from shared.errors import public_message
 from shared.ingest import pipeline as ingest_pipeline
 from shared.jobs import (
+    EraseTenant,
     FinishReembed,
+    ImportChunk,
     IngestDocument,
     JobKind,
     MergeFresh,
@@ -43,7 +45,7 @@ from shared.lifecycle.merge_cycle import MergeCycle, embed_backlog
 from shared.memory import summaries
 from shared.memory.chunks import store_chunk as store_job_chunk
 from shared.queueing import send as send_with
-from shared.storage import decay_runs, leases
+from shared.storage import cancels, decay_runs, leases
 from shared.storage import documents as document_store
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import jobs as job_store
@@ -63,7 +65,7 @@ def send(*messages: Message) -> None:
 
 def _run_chunk(
     task: Task,
-    message: StoreChunk | ReembedChunk,
+    message: StoreChunk | ReembedChunk | ImportChunk,
     work: Callable[[Session, uuid.UUID, int, str], Any],
     *,
     purpose: str,
@@ -343,10 +345,12 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
     with store_wide().session() as session:
         stalled = job_store.stalled_chunks(session, older_than_seconds=stall)
         job_store.mark_enqueued(session, stalled)
+        closed = cancels.close_cancelled_chunks(session)  # never re-sent
         idle = job_store.idle_open_jobs(session, JobKind.REEMBED, older_than_seconds=stall)
+        erasures = job_store.idle_open_jobs(session, JobKind.ERASE, older_than_seconds=stall)
         ingests = document_store.stalled_ingest_jobs(session, stall_seconds=stall)
         summary_jobs = job_store.idle_open_jobs(session, JobKind.SUMMARY, older_than_seconds=stall)
-        for job_id in [job["id"] for job in idle + summary_jobs] + [job_id for job_id, _ in ingests]:
+        for job_id in [job["id"] for job in idle + summary_jobs + erasures] + [job_id for job_id, _ in ingests]:
             job_store.touch_job(session, job_id)
         runs = decay_runs.queued_runs(session, older_than_seconds=stall) + decay_runs.orphaned_runs(session)
     send(*(chunk_message(chunk.kind, chunk.job_id, chunk.seq, chunk.sector, chunk.user_id) for chunk in stalled))
@@ -361,10 +365,11 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
     send(*(IngestDocument(job_id=job_id, user_id=user_id) for job_id, user_id in ingests))
     send(*(RunDecayCycle(run_id=run["id"], ratio=run["ratio"], trigger=run["trigger"]) for run in runs))
     send(*(RegenerateSummary(job_id=job["id"], user_id=job["user_id"]) for job in summary_jobs))
-    steps = len(idle) + len(ingests) + len(runs) + len(summary_jobs)
+    send(*(EraseTenant(job_id=job["id"]) for job in erasures))
+    steps = len(idle) + len(ingests) + len(runs) + len(summary_jobs) + len(erasures)
     if stalled or steps:
         log.warning("sweeper re-sent %d stalled chunk(s) and %d stalled job step(s)", len(stalled), steps)
-    return {"resent": len(stalled), "job_steps": steps}
+    return {"resent": len(stalled), "job_steps": steps, "cancelled_chunks_closed": closed}
 
 
 @app.task(name=PruneEmbedLogs.task)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 
+from services.cli.data import register as register_data_commands
 from shared.config import OpenAccessRefused, Settings, get_settings
 
 app = typer.Typer(
@@ -271,8 +272,9 @@ def ingest(
         return
     job = _follow(body["job_id"], user=user) if body["job_id"] else None
     document = _call("GET", f"/documents/{body['document_id']}", params={"user_id": user} if user else None)
-    if document["status"] == "failed" or (job and job["status"] == "failed"):
-        typer.echo(f"ingest failed: {document['error'] or (job or {}).get('error')}", err=True)
+    if document["status"] in ("failed", "cancelled") or (job and job["status"] in ("failed", "cancelled")):
+        ended = "cancelled" if document["status"] == "cancelled" else "failed"
+        typer.echo(f"ingest {ended}: {document['error'] or (job or {}).get('error')}", err=True)
         raise typer.Exit(1)
     stages = "  ".join(f"{k.removesuffix('_ms')} {v} ms" for k, v in document["stages_ms"].items())
     typer.echo(
@@ -332,7 +334,7 @@ def _follow(job_id: str, interval: float = 1.0, user: str | None = None) -> dict
         done, total = job["progress"]["done"], job["progress"]["total"]
         share = f"{100 * done / total:5.1f}%" if total else "  ...  "
         typer.echo(f"\r{job['status']:<9} {share}  {done:,}/{total:,}", nl=False)
-        if job["status"] in ("succeeded", "failed"):
+        if job["status"] in ("succeeded", "failed", "cancelled"):
             typer.echo("")
             return dict(job)
         time.sleep(interval)
@@ -384,6 +386,8 @@ def stats(runs: Annotated[int, typer.Option(min=0, max=100, help="How many recen
         detail = run.get("log") or run["reason"] or ""
         typer.echo(f"{when}  {run['trigger']:<9} {run['status']:<9} {detail}")
 
+
+register_data_commands(app)  # export, import, erase, cancel, backup, restore (services/cli/data.py)
 
 if __name__ == "__main__":
     app()

@@ -16,7 +16,7 @@ from services.gateway.aftermath import QueryAftermath, write_batch
 from services.gateway.errors import install_error_handlers
 from services.gateway.middleware import BodySizeLimit, RequestId, RequestMetrics
 from services.gateway.ratelimit import RateLimiter
-from services.gateway.routers import documents, ingest, lgm, maintenance, memory, query, system, unsupported, users
+from services.gateway.routers import data, documents, ingest, lgm, maintenance, memory, query, system, unsupported, users
 from services.gateway.state import GatewayState
 from shared import __version__
 from shared.config import OpenAccessRefused, Settings, get_settings
@@ -152,6 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(users.router)
     app.include_router(lgm.router)
     app.include_router(unsupported.router)
+    app.include_router(data.router)
 
     app.add_middleware(RequestMetrics)
     # An upload may be as large as the ingest limit (plus its multipart framing); base64 in JSON is 4/3 of it.
@@ -162,6 +163,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         path_limits={
             "/memory/ingest/file": upload_limit,
             "/memory/ingest": max(settings.max_request_bytes, settings.ingest_max_bytes * 4 // 3 + 1024 * 1024),
+            "/import": settings.import_max_bytes,
         },
     )
     app.add_middleware(RequestId)  # outermost: every answer carries the id its log lines name

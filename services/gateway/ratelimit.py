@@ -17,12 +17,10 @@ import time
 import redis
 
 from services.gateway import metrics
-from shared.backpressure import UNITS, Quota, RateLimits
+from shared.backpressure import UNITS, Quota, RateLimits, bucket_key
 from shared.errors import RateLimited
 
 log = logging.getLogger("mnemoflow.gateway")
-
-KEY_PREFIX = "mnemoflow:ratelimit"
 
 # KEYS[1]: the bucket (a hash of tokens and when they were counted); ARGV: burst, refill per second, cost.
 # Redis's clock, not the gateways': every process refills the bucket at the same pace. A full bucket is no key
@@ -77,9 +75,7 @@ class RateLimiter:
         bucket = self.limits.bucket(quota)
         cost = bucket.cost_of(units)
         try:
-            allowed, tokens = self._take(
-                keys=[f"{KEY_PREFIX}:{quota}:{tenant}"], args=[bucket.burst, bucket.per_second, cost]
-            )
+            allowed, tokens = self._take(keys=[bucket_key(quota, tenant)], args=[bucket.burst, bucket.per_second, cost])
         except redis.RedisError as exc:
             self._unchecked_until = time.monotonic() + self.pause_seconds
             metrics.RATE_LIMIT_UNCHECKED.inc()

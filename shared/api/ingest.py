@@ -118,7 +118,7 @@ class IngestAccepted(BaseModel):
 class DocumentPublic(BaseModel):
     id: uuid.UUID
     user_id: str
-    status: Literal["queued", "extracting", "embedding", "done", "failed", "duplicate"]
+    status: Literal["queued", "extracting", "embedding", "done", "failed", "duplicate", "cancelled"]
     source_type: str
     source_uri: str | None
     filename: str | None

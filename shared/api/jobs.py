@@ -14,7 +14,7 @@ from shared.api.common import Provider, Real, known_sectors
 class JobPublic(BaseModel):
     id: uuid.UUID
     kind: str
-    status: Literal["queued", "running", "succeeded", "failed"]
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
     progress: dict[str, int]
     attempts: int
     error: str | None

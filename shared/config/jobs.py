@@ -39,6 +39,10 @@ class JobSettings(BaseModel):
     # Hard time limit of every task but a document's (whose limit follows its parsers' own limits).
     task_time_limit_seconds: int = Field(default=900, ge=10)
     applied_event_retention_days: float = Field(default=2.0, gt=0)
+    # POST /import: the largest file (spooled to the gateway's disk while it is read, then planned in chunks).
+    import_max_bytes: int = Field(default=2 * 1024**3, ge=1024)
+    # An erasure deletes a tenant's rows this many at a time, each batch a transaction of its own.
+    erase_batch_size: int = Field(default=5000, ge=1, le=1_000_000)
     worker_concurrency: int = Field(default=2, ge=1)
     # How long a worker process retries its start-up (a database still starting) before it exits to be replaced.
     worker_start_seconds: float = Field(default=30.0, gt=0)

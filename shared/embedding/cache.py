@@ -1,4 +1,4 @@
-"""A Redis cache in front of a provider, for query embeddings (key: provider, model, hash of tenant and text).
+"""A Redis cache in front of a provider, for query embeddings (key: provider, model, tenant, hash of the text).
 
 Each tenant has entries of its own: a shared entry would answer one tenant's query faster because another asked
 it (its `embed` stage timing, or its latency, would say so), telling it what another tenant asked."""
@@ -31,9 +31,8 @@ class CachedEmbedder:
         self.name, self.model, self.dim = inner.name, inner.model, inner.dim
 
     def key(self, text: str, tenant: str = "") -> str:
-        # the tenant's length first: no other (tenant, text) pair hashes the same bytes
-        scoped = f"{len(tenant)}:{tenant}:{text}"
-        return self.prefix + hashlib.sha256(scoped.encode("utf-8")).hexdigest()
+        # the tenant in braces (a user id has none): its entries are its own, and erased with it
+        return f"{self.prefix}{{{tenant}}}:{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed_logged(texts)[0]
@@ -66,3 +65,8 @@ class CachedEmbedder:
             except redis.RedisError as exc:
                 log.warning("could not store query embeddings in the cache: %s", exc)
         return out, call
+
+
+def tenant_key_pattern(tenant: str, prefix: str = "mnemoflow:qemb") -> str:
+    """A SCAN pattern matching the tenant's entries of every provider and model."""
+    return f"{prefix}:*:{{{tenant}}}:*"

@@ -4,7 +4,7 @@ Nothing is parsed here. Uploaded bytes are sniffed (415 when unsupported or misl
 (scheme, host, public address), and the document, its job and its staged bytes are written in one
 transaction, so a refused request writes nothing and an accepted one is complete. The same bytes (content
 hash) or the same normalised URL of the same user is one document: asking again returns it ("existing"),
-and only a document that failed is started again ("retried").
+and only a document that failed or was cancelled is started again ("retried").
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def _accept(session: Session, *, user_id: str, fields: dict[str, Any], params: d
         )
         if existing is None:  # deleted between our insert and our look-up
             raise Conflict("this document changed while it was being submitted; send it again")
-        if existing["status"] != "failed":
+        if existing["status"] not in ("failed", "cancelled"):
             return Accepted(existing["id"], existing["job_id"], "existing", existing["status"], existing["format"])
         document_id, restart = existing["id"], True
     job_id, _ = job_store.create_job(

@@ -34,9 +34,9 @@ from shared.ingest.completion import finish_document, log_document
 from shared.ingest.sandbox import limits_for
 from shared.jobs import ChunkItem, Classified, Placement, StoreChunk, plan_chunks
 from shared.memory import sectors as sector_rules
+from shared.storage import cancels, leases
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
-from shared.storage import leases
 from shared.text import normalize_content
 
 _OPEN = ("queued", "extracting")
@@ -48,7 +48,7 @@ _TRANSIENT_HTTP = frozenset({408, 425, 429})
 class IngestOutcome:
     """What one run did, and what the task must do next (enqueue chunks, or retry after `retry_in` s)."""
 
-    status: str  # planned, finished, duplicate, failed, retry, skipped
+    status: str  # planned, finished, duplicate, failed, retry, skipped, cancelled
     chunks: list[StoreChunk] = field(default_factory=list)  # to send, now that they are committed
     retry_in: float | None = None
     error: str | None = None
@@ -73,6 +73,10 @@ def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOut
         document = document_store.document_of_job(session, job_id, lock=True)
         if document is None:
             return IngestOutcome("skipped")
+        current = job_store.get_job(session, job_id)
+        if current is not None and current["status"] == job_store.CANCELLED:  # its document too, if not yet
+            cancels.cancel_document(session, job_id)
+            return IngestOutcome("cancelled")
         if document["status"] == "embedding":  # planned; finish it if its last step was lost
             if job_store.open_chunk_count(session, job_id) == 0:
                 finish_document(session, job_id)
@@ -215,6 +219,9 @@ def _plan(
     """Write the job's chunks once (under the document's lock); [] when another delivery planned it first."""
     current = document_store.document_of_job(session, job_id, lock=True)
     if current is None or current["id"] != document_id or current["status"] not in _OPEN:
+        return []
+    if cancels.lock_job_status(session, job_id) == job_store.CANCELLED:  # nothing is planned after a cancel
+        cancels.cancel_document(session, job_id)
         return []
     specs = plan_chunks(items, size=settings.chunk_size)
     job_store.add_chunks(session, job_id, specs)

@@ -2,7 +2,8 @@
 
 The chunk's row lock makes it exactly once whichever worker gets it: a redelivered or duplicate message finds
 it done or held. The chunk that completes its job finishes it in the same transaction: a `sequence` batch's
-reading-order links, or an ingest job's document (shared.ingest.completion).
+reading-order links, or an ingest job's document (shared.ingest.completion). A chunk of a cancelled job stores
+nothing: it looks before embedding, and its job's row decides at the end (shared.storage.cancels).
 """
 
 from __future__ import annotations
@@ -18,9 +19,15 @@ from sqlalchemy.orm import Session
 from shared.ingest.completion import finish_document
 from shared.jobs import ChunkItem, JobKind
 from shared.memory.engine import MemoryEngine
+from shared.storage import cancels
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import jobs as job_store
 from shared.storage import waypoints as waypoint_store
+from shared.storage.rows import NewMemory
+
+
+class JobCancelled(Exception):
+    """The chunk's job was cancelled while the chunk was being stored: what it stored is rolled back."""
 
 
 def store_chunk(
@@ -42,6 +49,9 @@ def store_chunk(
         return None
     job = job_store.get_job(session, job_id)
     assert job is not None
+    if job["status"] == job_store.CANCELLED:  # cancelled since it was sent: store nothing, embed nothing
+        cancels.cancel_chunk(session, job_id, seq)
+        return job_store.CANCELLED
     items = [ChunkItem.model_validate(raw) for raw in chunk["items"]]
     classified = [(i.classified.sectors, i.classified.confidence) if i.classified else None for i in items]
     started = time.perf_counter()
@@ -55,6 +65,25 @@ def store_chunk(
     ]
     for call in calls:
         embed_log_store.log_embedding(session, call, purpose=job["kind"], job_id=job_id)
+    try:
+        with session.begin_nested():  # all of the chunk, or (its job cancelled meanwhile) none of it
+            return _store(engine, session, job, seq, items, prepared, embedded - started)
+    except JobCancelled:
+        cancels.cancel_chunk(session, job_id, seq)
+        return job_store.CANCELLED
+
+
+def _store(
+    engine: MemoryEngine,
+    session: Session,
+    job: dict[str, Any],
+    seq: int,
+    items: list[ChunkItem],
+    prepared: list[NewMemory],
+    embed_seconds: float,
+) -> str:
+    job_id = job["id"]
+    stored = time.perf_counter()
     refs = engine.store(session, prepared, settle=False)
     created = sum(1 for r in refs if r.created)
     result: dict[str, Any] = {"created": created, "duplicates": len(items) - created}
@@ -65,9 +94,11 @@ def store_chunk(
         result["sequence"] = [[i.position, str(ref.id), ref.created] for i, ref in zip(items, refs, strict=True)]
     ingest = job["kind"] == JobKind.INGEST
     if ingest:  # a document's stage times (summed over its chunks by chunk_totals)
-        result["embed_ms"] = round((embedded - started) * 1000)
-        result["store_ms"] = round((time.perf_counter() - embedded) * 1000)
+        result["embed_ms"] = round(embed_seconds * 1000)
+        result["store_ms"] = round((time.perf_counter() - stored) * 1000)
     status = job_store.complete_chunk(session, job_id, seq, done=len(items), result=result, finish_job=not ingest)
+    if status == job_store.CANCELLED:
+        raise JobCancelled(job_id)
     # complete_chunk holds the job row lock, so this count sees every chunk committed before ours.
     if ingest and job_store.open_chunk_count(session, job_id) == 0:
         status = finish_document(session, job_id)

@@ -9,7 +9,7 @@ Invalidation needs no protocol: a key names the memory's `version`, which every 
 payload raises (content, tags or metadata edits); only uncompressed rows are cached (compression and
 regeneration rewrite the summary without a version), and a deleted memory is never asked for again
 because the lean fetch no longer finds it. Stale entries simply expire. A Redis outage costs the cache,
-never the query.
+never the query. Keys name their tenant, so erasing a tenant erases its entries (`forget_tenant`).
 """
 
 from __future__ import annotations
@@ -40,16 +40,17 @@ class HotRowCache:
         self.hits = 0
         self.misses = 0
 
-    def key(self, memory_id: uuid.UUID, version: int) -> str:
-        return f"{self.prefix}:{memory_id}:{version}"
+    def key(self, tenant: str, memory_id: uuid.UUID, version: int) -> str:
+        # the tenant in braces (a user id has none), so its entries can be found and erased with it
+        return f"{self.prefix}:{{{tenant}}}:{memory_id}:{version}"
 
     def get(self, rows: Sequence[Mapping[str, Any]]) -> dict[uuid.UUID, dict[str, Any]]:
-        """The cached payloads of those `rows` (lean rows with id, version, tier, compression) that have one."""
+        """The cached payloads of those `rows` (lean rows: user_id, id, version, tier, compression) that have one."""
         wanted = [r for r in rows if cacheable(r)]
         if not wanted:
             return {}
         try:
-            raw = self.client.mget([self.key(r["id"], r["version"]) for r in wanted])
+            raw = self.client.mget([self.key(r["user_id"], r["id"], r["version"]) for r in wanted])
         except redis.RedisError as exc:
             log.warning("hot-row cache unavailable (%s); reading rows from the database", exc)
             return {}
@@ -73,9 +74,15 @@ class HotRowCache:
             with self.client.pipeline(transaction=False) as pipe:
                 for row in fresh:
                     payload = {name: row.get(name) for name in PAYLOAD_FIELDS}
-                    pipe.set(self.key(row["id"], row["version"]), json.dumps(payload, default=str), ex=self.ttl_seconds)
+                    key = self.key(row["user_id"], row["id"], row["version"])
+                    pipe.set(key, json.dumps(payload, default=str), ex=self.ttl_seconds)
                 pipe.execute()
         except redis.RedisError as exc:
             log.warning("hot-row cache unavailable (%s); rows not cached", exc)
             return 0
         return len(fresh)
+
+
+def tenant_key_pattern(tenant: str, prefix: str = "mnemoflow:row") -> str:
+    """A SCAN pattern matching every entry of `tenant` (a user id holds no glob character nor brace)."""
+    return f"{prefix}:{{{tenant}}}:*"

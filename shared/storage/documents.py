@@ -159,14 +159,15 @@ def set_status(
     fmt: str | None = None,
     duplicate_of: uuid.UUID | None = None,
 ) -> None:
-    """Move a document to `status`, merging `meta` into its metadata and recording what else is given."""
+    """Move a document to `status`, merging `meta` into its metadata and recording what else is given; a cancelled
+    document stays cancelled (its worker may still be extracting: what it finds changes nothing)."""
     session.execute(
         text(
             """
             UPDATE documents SET status = :status, error = :error, meta = meta || CAST(:meta AS jsonb),
                 chunk_count = COALESCE(:chunks, chunk_count), format = COALESCE(:format, format),
                 duplicate_of = COALESCE(:duplicate_of, duplicate_of), updated_at = now()
-            WHERE id = :id
+            WHERE id = :id AND status <> 'cancelled'
             """
         ),
         {

@@ -14,6 +14,9 @@ from sqlalchemy.orm import Session
 from shared.errors import Conflict
 from shared.jobs import ChunkSpec
 
+OPEN = ("queued", "running")
+CANCELLED = "cancelled"
+FINISHED = ("succeeded", "failed", CANCELLED)  # a job's terminal statuses
 JOB_COLUMNS = (
     "id, user_id, kind, status, progress_done, progress_total, attempts, error, params, result, "
     "created_at, updated_at, started_at, finished_at"
@@ -131,7 +134,8 @@ def claim_chunk(session: Session, job_id: uuid.UUID, seq: int, owner: str | None
 def complete_chunk(
     session: Session, job_id: uuid.UUID, seq: int, *, done: int, result: dict[str, Any], finish_job: bool = True
 ) -> str:
-    """Mark a chunk done and advance its job; returns the job's status afterwards.
+    """Mark a chunk done and advance its job; returns the job's status afterwards. CANCELLED: the job was cancelled
+    (this statement waited for the cancel, or found it): roll back what the chunk stored, it must not count.
 
     finish_job=False: the job stays running after its last chunk (a final step of its own finishes it).
     """
@@ -174,17 +178,20 @@ def _advance_job(session: Session, job_id: uuid.UUID, *, done: int, finish_job: 
     # has committed by the time we hold it, but a subquery of that same statement would still read the
     # snapshot from before the wait (both chunks would see the other open and the job would never finish).
     # The second statement reads a fresh snapshot under the lock, so the last chunk to commit sees all done.
+    # A cancelled job takes no more progress: the chunk's caller rolls back what it stored (shared.memory.chunks).
     status = session.execute(
         text(
             """
             UPDATE jobs SET progress_done = progress_done + :done,
                 status = CASE WHEN status = 'failed' THEN 'failed' ELSE 'running' END, updated_at = now()
-            WHERE id = :id
+            WHERE id = :id AND status <> 'cancelled'
             RETURNING status
             """
         ),
         {"id": job_id, "done": done},
-    ).scalar_one()
+    ).scalar_one_or_none()
+    if status is None:
+        return CANCELLED
     if finish_job and status != "failed":
         finished = session.execute(
             text(
@@ -313,7 +320,7 @@ def stalled_chunks(session: Session, *, older_than_seconds: int, limit: int = 10
         text(
             """
             SELECT c.job_id, c.seq, c.sector, j.kind, j.user_id FROM job_chunks c JOIN jobs j ON j.id = c.job_id
-            WHERE c.status = 'pending'
+            WHERE c.status = 'pending' AND j.status <> 'cancelled'
               AND (c.lease_until < now()
                    OR (c.lease_until IS NULL AND c.enqueued_at < now() - make_interval(secs => :age)))
             ORDER BY c.enqueued_at

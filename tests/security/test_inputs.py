@@ -97,6 +97,11 @@ USER_ID_ROUTES: list[tuple[str, str, str, dict]] = [
     ("post", "/lgm/retrieve", "body", {"node": "plan"}),
     ("post", "/lgm/context", "body", {}),
     ("post", "/lgm/reflection", "body", {"content": "a note"}),
+    ("post", "/jobs/{job_id}/cancel", "query", {}),
+    ("delete", "/documents/{document_id}", "query", {}),
+    ("get", "/export", "query", {}),
+    ("post", "/import", "query", {}),
+    ("post", "/maintenance/erase", "body", {}),
 ]
 RULE = "1-256 characters of letters (A-Z, a-z), digits and - _ . @ :, not starting with _ (reserved)"
 

@@ -153,6 +153,8 @@ def api(fuzzed_gateway: str, keys, caller) -> Any:
 
 
 schema = schemathesis.pytest.from_fixture("api")
+# POST /import takes JSON Lines as bytes: generated as a binary body is
+schemathesis.serializer.alias("application/x-ndjson", "application/octet-stream")
 
 
 @pytest.fixture(autouse=True)
@@ -244,8 +246,8 @@ def _steer(case: Any, caller: Caller) -> None:
     if case.path.startswith("/memory/ingest") and isinstance(body.get("content_type"), str):
         # a random name is refused at once (415): four times in five, declare a type the content can be
         body["content_type"] = _pick(body["content_type"], (body["content_type"], *TEXT_TYPES))
-    decay = case.path == "/maintenance/decay" and isinstance(case.query, dict)
-    if decay and _number(case.query.get("timeout", 60)) > 0.1:  # nobody runs the cycle: ?wait=true waits it all
+    waits = case.path in ("/maintenance/decay", "/maintenance/erase") and isinstance(case.query, dict)
+    if waits and _number(case.query.get("timeout", 60)) > 0.1:  # nobody runs the job: ?wait=true waits it all
         case.query["timeout"] = 0.1
     if tenant is not None:
         if isinstance(case.query, dict) and "user_id" in case.query:

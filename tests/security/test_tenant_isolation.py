@@ -6,6 +6,7 @@ cannot fill fails it, asking for a sample."""
 from __future__ import annotations
 
 import base64
+import json
 import uuid
 from typing import Any
 
@@ -83,8 +84,11 @@ class Request:
                 self.query[name] = self.sample(name, param["schema"], f"{method.upper()} {path}")
         self.body: Any = None
         self.files: dict[str, Any] | None = None
+        self.content: bytes | None = None
         content = op.get("requestBody", {}).get("content", {})
-        if "application/json" in content:
+        if "application/x-ndjson" in content:  # an export to import: B's ids in it are never B's rows (aliased)
+            self.content = _export_naming(ids)
+        elif "application/json" in content:
             self.body = self.value("body", content["application/json"]["schema"], f"{method.upper()} {path}")
         elif "multipart/form-data" in content:
             form = self.value("form", content["multipart/form-data"]["schema"], f"{method.upper()} {path}")
@@ -143,9 +147,41 @@ class Request:
         if self.names_tenant and tenant is not None:
             query["user_id"] = tenant
         body = _with_tenant(self.body, tenant)
+        if self.content is not None:
+            headers = {"content-type": "application/x-ndjson"}
+            return client.request(self.method, self.url, params=query, content=self.content, headers=headers)
         if self.files is not None:
             return client.request(self.method, self.url, params=query, data=body, files=self.files)
         return client.request(self.method, self.url, params=query, json=body)
+
+
+def _export_naming(ids: dict[str, Any]) -> bytes:
+    """A file of the export format whose one memory has B's memory id (and B's secret nowhere)."""
+    when = "2026-01-01T00:00:00+00:00"
+    lines = [
+        {
+            "type": "header",
+            "version": 1,
+            "user_id": ids["tenant"],
+            "exported_at": when,
+            "mnemoflow": "0",
+            "vectors": False,
+        },
+        {
+            "type": "memory",
+            "id": ids["memory"],
+            "content": "a probe from another tenant",
+            "primary_sector": "semantic",
+            "sectors": ["semantic"],
+            "salience": 0.5,
+            "decay_lambda": 0.005,
+            "created_at": when,
+            "updated_at": when,
+            "last_seen_at": when,
+        },
+        {"type": "end", "documents": 0, "memories": 1, "waypoints": 0},
+    ]
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
 
 
 def _with_tenant(value: Any, tenant: str | None) -> Any:
@@ -185,7 +221,15 @@ def test_every_route_refuses_tenant_b_s_ids_under_tenant_a_s_key(operator, alice
                 assert bobs["secret"] not in response.text, f"{where} ({variant}) showed B's data to A"
             called.append(where)
     assert len(called) >= 20 and "PATCH /memory/{memory_id}" in called and "POST /memory/ingest/file" in called
-    assert {"GET /users/{user_id}/summary", "POST /lgm/store", "POST /memory/reinforce"} <= set(called)
+    assert {
+        "GET /users/{user_id}/summary",
+        "POST /lgm/store",
+        "POST /memory/reinforce",
+        "GET /export",
+        "POST /import",
+        "POST /jobs/{job_id}/cancel",
+        "POST /maintenance/erase",
+    } <= set(called)
     for memory_id, added in bobs["contents"].items():  # nothing A sent changed or removed B's memories
         kept = bob.get(f"/memory/{memory_id}")
         assert (

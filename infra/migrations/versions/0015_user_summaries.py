@@ -4,18 +4,15 @@ was built (a read that finds either changed builds it again: shared/memory/summa
 
 A tenant table: granted to both roles, row-level security with a policy per role, as 0013 does.
 
-0014 is taken by another branch's migration (job cancellation); merged together, this one's `down_revision`
-becomes "0014". Alone, it follows 0013.
-
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-11-26
 """
 
 from alembic import op
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

@@ -15,7 +15,7 @@ from shared.errors import NotFound
 from shared.storage import documents as document_store
 
 router = APIRouter(prefix="/documents", tags=["documents"])
-DocumentStatus = Literal["queued", "extracting", "embedding", "done", "failed", "duplicate"]
+DocumentStatus = Literal["queued", "extracting", "embedding", "done", "failed", "duplicate", "cancelled"]
 
 
 @router.get("", response_model=DocumentPage)

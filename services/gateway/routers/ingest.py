@@ -37,8 +37,8 @@ from shared.jobs import IngestDocument, JobKind
 from shared.storage.documents import UPLOAD_PART_BYTES
 
 router = APIRouter(prefix="/memory", tags=["ingest"])
-FINISHED = ("succeeded", "failed")
-DOCUMENT_ENDED = ("done", "failed", "duplicate")
+FINISHED = ("succeeded", "failed", "cancelled")
+DOCUMENT_ENDED = ("done", "failed", "duplicate", "cancelled")
 _UPLOAD_FORM = {
     "requestBody": {
         "required": True,

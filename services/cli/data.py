@@ -1,0 +1,207 @@
+"""`mnemoflow export`, `import`, `erase`, `cancel` (over HTTP, against any stack) and `backup`, `restore` (the
+store itself, with pg_dump and pg_restore): the data a tenant owns (docs/data.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+
+UserOption = Annotated[str | None, typer.Option("--user-id", "--user", "-u", help="Tenant user_id")]
+
+
+def _http() -> Any:
+    """The HTTP helpers of `mnemoflow` (imported when a command runs: main imports this module)."""
+    from services.cli import main
+
+    return main
+
+
+def export(
+    user_id: UserOption = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to FILE (default: standard output)")
+    ] = None,
+    vectors: Annotated[bool, typer.Option(help="Carry the vectors (re-used on import when the model matches)")] = True,
+) -> None:
+    """Export a tenant's documents, memories and waypoints as JSON Lines (the format: docs/data.md).
+
+    mnemoflow export --user-id alice -o alice.jsonl
+    """
+    params: dict[str, Any] = {"vectors": str(vectors).lower()} | ({"user_id": user_id} if user_id else {})
+    target = open(output.with_name(output.name + ".partial"), "wb") if output else sys.stdout.buffer  # noqa: SIM115
+    last = b""
+    try:
+        with _http()._client() as client, client.stream("GET", "/export", params=params, timeout=None) as response:
+            if response.status_code >= 400:
+                response.read()
+                _fail(response)
+            for line in response.iter_lines():
+                encoded = line.encode("utf-8") + b"\n"
+                target.write(encoded)
+                last = encoded
+    except httpx.HTTPError as exc:
+        typer.echo(f"error: the export broke off ({exc}); try again", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        if output:
+            target.close()
+    end = json.loads(last) if last.strip() else {}
+    partial = output.with_name(output.name + ".partial") if output else None
+    if end.get("type") != "end":
+        typer.echo("error: the export ended without its end line: it was cut short; try again", err=True)
+        if partial:
+            partial.unlink(missing_ok=True)
+        raise typer.Exit(1)
+    if output and partial:
+        partial.replace(output)
+        counts = f"{end['memories']:,} memories, {end['waypoints']:,} waypoints, {end['documents']:,} documents"
+        typer.echo(f"{output}: {counts}", err=True)
+
+
+def import_(
+    file: Annotated[Path, typer.Argument(help="An export (JSON Lines) made by `mnemoflow export`")],
+    user_id: UserOption = None,
+    wait: Annotated[bool, typer.Option(help="Follow the job until the file is stored")] = True,
+) -> None:
+    """Import an export into a tenant (its own, or another one's file). Importing a file twice stores nothing twice.
+
+    mnemoflow import alice.jsonl --user-id alice
+    """
+    if not file.is_file():
+        raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
+    main = _http()
+    with open(file, "rb") as handle:
+        body = main._call(
+            "POST",
+            "/import",
+            params={"user_id": user_id} if user_id else None,
+            content=handle,
+            headers={"content-type": "application/x-ndjson"},
+            timeout=None,
+        )
+    typer.echo(
+        f"{body['memories']:,} memories, {body['waypoints']:,} waypoints, {body['documents']:,} documents "
+        f"from {body['source_user_id']!r} into {body['user_id']!r}"
+        + (f": job {body['job_id']}" if body["job_id"] else "")
+    )
+    if body["status"] == "queued" and wait:
+        job = main._follow(body["job_id"], user=user_id)
+        if job["status"] != "succeeded":
+            typer.echo(f"import {job['status']}: {job['error'] or ''}", err=True)
+            raise typer.Exit(1)
+        result = job["result"]
+        typer.echo(
+            f"stored: {result.get('created', 0):,} new, {result.get('existing', 0):,} already there, "
+            f"{result.get('reembedded', 0):,} embedded again, {result.get('links', 0):,} waypoints"
+        )
+    elif body["status"] == "queued":
+        typer.echo(f"follow it with: mnemoflow job {body['job_id']}")
+
+
+def erase(
+    user_id: Annotated[str, typer.Option("--user-id", "-u", help="The tenant to erase")],
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm: this cannot be undone")] = False,
+    wait: Annotated[bool, typer.Option(help="Follow the erasure until it ends")] = True,
+) -> None:
+    """Erase a tenant: every memory, vector, waypoint, document, job and key in Valkey of it (operator key).
+
+    Export it first if you may want it back (`mnemoflow export`).
+    """
+    if not yes:
+        typer.echo(f"this erases everything of user_id {user_id!r} and cannot be undone: add --yes", err=True)
+        raise typer.Exit(2)
+    main = _http()
+    body = main._call("POST", "/maintenance/erase", json={"user_id": user_id})
+    note = " (an erasure already under way)" if body["existing"] else ""
+    typer.echo(f"erasing {user_id!r}: job {body['job_id']}{note}")
+    if not wait:
+        typer.echo(f"follow it with: mnemoflow job {body['job_id']}")
+        return
+    job = main._follow(body["job_id"])
+    if job["status"] != "succeeded":
+        typer.echo(f"erasure {job['status']}: {job['error'] or ''}", err=True)
+        raise typer.Exit(1)
+    deleted = job["result"].get("deleted") or {}
+    first = ("memories", "documents", "jobs")
+    ordered = [w for w in first if w in deleted] + sorted(w for w in deleted if w not in first)
+    typer.echo("erased: " + (", ".join(f"{deleted[w]:,} {w}" for w in ordered if deleted[w]) or "nothing was stored"))
+
+
+def cancel(
+    job_id: Annotated[str, typer.Argument(help="The job to cancel")],
+    user_id: UserOption = None,
+) -> None:
+    """Cancel a queued or running job: its remaining chunks are skipped, what it stored stays."""
+    job = _http()._call("POST", f"/jobs/{job_id}/cancel", params={"user_id": user_id} if user_id else None)
+    done, total = job["progress"]["done"], job["progress"]["total"]
+    typer.echo(f"job {job['id']} cancelled: {done:,} of {total:,} stored, the rest skipped")
+
+
+def backup(
+    file: Annotated[Path | None, typer.Argument(help="Where to write it (default: mnemoflow-<time>.dump)")] = None,
+) -> None:
+    """Back the store up with pg_dump (custom format), while it runs or not.
+
+    The store: the data dir's embedded server (started for the command if it is not running) or DATABASE_URL's
+    database. pg_dump reads one consistent snapshot. Valkey (queues, caches) is not in it: docs/data.md.
+    """
+    from datetime import UTC, datetime
+
+    from infra.backup import BackupError
+    from infra.backup import backup as dump
+    from shared.config import get_settings
+
+    settings = get_settings()
+    target = file or Path(f"mnemoflow-{datetime.now(UTC):%Y%m%d-%H%M%S}.dump")
+    try:
+        size = dump(settings.database_url, settings.data_dir, target)
+    except BackupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"{target}: {size:,} bytes")
+
+
+def restore(
+    file: Annotated[Path, typer.Argument(help="A backup made by `mnemoflow backup`")],
+    force: Annotated[bool, typer.Option(help="Replace a store that is not empty")] = False,
+) -> None:
+    """Restore a backup with pg_restore into an empty store (--force: replace one), the stack stopped.
+
+    The store: the data dir's embedded one (made if there is none) or DATABASE_URL's database. It is migrated to
+    this version afterwards.
+    """
+    from infra.backup import BackupError
+    from infra.backup import restore as load
+    from shared.config import get_settings
+
+    settings = get_settings()
+    try:
+        held = load(settings.database_url, settings.data_dir, file, force=force)
+    except BackupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo("restored: " + (", ".join(f"{n:,} {table}" for table, n in held.items()) or "an empty store"))
+
+
+def _fail(response: httpx.Response) -> None:
+    try:
+        message = response.json().get("error", {}).get("message", response.text)
+    except ValueError:
+        message = response.text
+    typer.echo(f"error ({response.status_code}): {message}", err=True)
+    raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to the `mnemoflow` app."""
+    app.command()(export)
+    app.command("import")(import_)
+    app.command()(erase)
+    app.command()(cancel)
+    app.command()(backup)
+    app.command()(restore)
