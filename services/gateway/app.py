@@ -16,7 +16,18 @@ from services.gateway.aftermath import QueryAftermath, write_batch
 from services.gateway.errors import install_error_handlers
 from services.gateway.middleware import BodySizeLimit, RequestId, RequestMetrics
 from services.gateway.ratelimit import RateLimiter
-from services.gateway.routers import data, documents, ingest, lgm, maintenance, memory, query, system, unsupported, users
+from services.gateway.routers import (
+    data,
+    documents,
+    ingest,
+    lgm,
+    maintenance,
+    memory,
+    query,
+    system,
+    unsupported,
+    users,
+)
 from services.gateway.state import GatewayState
 from shared import __version__
 from shared.config import OpenAccessRefused, Settings, get_settings

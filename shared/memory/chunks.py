@@ -67,10 +67,13 @@ def store_chunk(
         embed_log_store.log_embedding(session, call, purpose=job["kind"], job_id=job_id)
     try:
         with session.begin_nested():  # all of the chunk, or (its job cancelled meanwhile) none of it
-            return _store(engine, session, job, seq, items, prepared, embedded - started)
+            status, created = _store(engine, session, job, seq, items, prepared, embedded - started)
     except JobCancelled:
         cancels.cancel_chunk(session, job_id, seq)
         return job_store.CANCELLED
+    if on_stored is not None:  # only once the chunk stands: a cancelled one stored nothing
+        on_stored(created, len(items) - created)
+    return status
 
 
 def _store(
@@ -81,14 +84,14 @@ def _store(
     items: list[ChunkItem],
     prepared: list[NewMemory],
     embed_seconds: float,
-) -> str:
+) -> tuple[str, int]:
+    """Store the chunk's memories and complete it; (the job's status, memories created). JobCancelled when the
+    job was cancelled before the chunk completed (the caller rolls the chunk back)."""
     job_id = job["id"]
     stored = time.perf_counter()
     refs = engine.store(session, prepared, settle=False)
     created = sum(1 for r in refs if r.created)
     result: dict[str, Any] = {"created": created, "duplicates": len(items) - created}
-    if on_stored is not None:
-        on_stored(created, len(items) - created)
     sequence = bool(job["params"].get("sequence"))
     if sequence:  # where each item went, for the links made when the last chunk is done
         result["sequence"] = [[i.position, str(ref.id), ref.created] for i, ref in zip(items, refs, strict=True)]
@@ -105,4 +108,4 @@ def _store(
     elif sequence and job_store.open_chunk_count(session, job_id) == 0:
         links = waypoint_store.link_in_order(session, job["user_id"], job_store.sequence_of(session, job_id))
         job_store.merge_result(session, job_id, {"next_links": links})
-    return status
+    return status, created
