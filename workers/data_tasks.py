@@ -1,4 +1,4 @@
-"""Thin tasks of the data a tenant owns (shared/data/): an import's chunks and an erasure's steps."""
+"""Thin tasks of the data a tenant owns (shared/data/): an import's chunks, an erasure's steps, its user summary."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import uuid
 from typing import Any
 
 from celery import Task
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from shared.data import erasure, import_store
-from shared.jobs import EraseTenant, ImportChunk, JobKind
+from shared.jobs import EraseTenant, ImportChunk, JobKind, RegenerateSummary
+from shared.memory import summaries
 from workers.app import app, context, redis_client, settings, store_wide
-from workers.tasks import _run_chunk, schedule_merge, send
+from workers.tasks import DATABASE_AWAY, _run_chunk, log, schedule_merge, send
 
 
 @app.task(name=ImportChunk.task, bind=True, max_retries=None)
@@ -47,3 +49,25 @@ def erase_tenant(**kwargs: Any) -> dict[str, Any]:
     if outcome == "more":
         send(EraseTenant(job_id=job_id))
     return {"job_id": str(job_id), "outcome": outcome}
+
+
+@app.task(name=RegenerateSummary.task, bind=True, max_retries=None)
+def regenerate_summary(self: Task, **kwargs: Any) -> dict[str, Any]:
+    """Rebuild a tenant's user summary; a duplicate or redelivered message finds the job claimed or closed."""
+    message = RegenerateSummary.received(kwargs)
+    db, _ = context()
+    try:
+        outcome = summaries.regenerate(
+            db,
+            message.job_id,
+            message.user_id,
+            settings.user_summary,
+            lease_seconds=settings.job_lease_seconds,
+            max_attempts=settings.job_max_attempts,
+        )
+    except DBAPIError as exc:  # the database is away: the job stays open, and this message tries again
+        log.warning("[summary] job %s: database unreachable (%s); again in %ss", message.job_id, exc, DATABASE_AWAY)
+        raise self.retry(exc=exc, countdown=DATABASE_AWAY) from exc
+    if outcome.retry_in is not None:
+        raise self.retry(countdown=outcome.retry_in)
+    return {"job_id": str(message.job_id), "status": outcome.status}

@@ -42,7 +42,6 @@ from shared.lifecycle import reinforcement
 from shared.lifecycle.activity import active_queries
 from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle
 from shared.lifecycle.merge_cycle import MergeCycle, embed_backlog
-from shared.memory import summaries
 from shared.memory.chunks import store_chunk as store_job_chunk
 from shared.queueing import send as send_with
 from shared.storage import cancels, decay_runs, leases
@@ -166,28 +165,6 @@ def ingest_document(self: Task, **kwargs: Any) -> dict[str, Any]:
         raise self.retry(countdown=outcome.retry_in)
     send(*outcome.chunks)  # committed already; a lost message is re-sent by the sweeper
     return {"job_id": str(message.job_id), "status": outcome.status, "chunks": len(outcome.chunks)}
-
-
-@app.task(name=RegenerateSummary.task, bind=True, max_retries=None)
-def regenerate_summary(self: Task, **kwargs: Any) -> dict[str, Any]:
-    """Rebuild a tenant's user summary; a duplicate or redelivered message finds the job claimed or closed."""
-    message = RegenerateSummary.received(kwargs)
-    db, _ = context()
-    try:
-        outcome = summaries.regenerate(
-            db,
-            message.job_id,
-            message.user_id,
-            settings.user_summary,
-            lease_seconds=settings.job_lease_seconds,
-            max_attempts=settings.job_max_attempts,
-        )
-    except DBAPIError as exc:  # the database is away: the job stays open, and this message tries again
-        log.warning("[summary] job %s: database unreachable (%s); again in %ss", message.job_id, exc, DATABASE_AWAY)
-        raise self.retry(exc=exc, countdown=DATABASE_AWAY) from exc
-    if outcome.retry_in is not None:
-        raise self.retry(countdown=outcome.retry_in)
-    return {"job_id": str(message.job_id), "status": outcome.status}
 
 
 @app.task(name=PlanReembed.task)
