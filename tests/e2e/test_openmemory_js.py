@@ -35,7 +35,7 @@ def node_modules(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     directory when the cache is off)."""
     if not (shutil.which("node") and shutil.which("npm")):
         pytest.skip("node and npm are needed to run OpenMemory's JavaScript SDK")
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
     prefix = Path(cache.mkdir("openmemory-js-0.3.0") if cache else tmp_path_factory.mktemp("openmemory-js"))
     installed = prefix / "node_modules" / "openmemory-js" / "package.json"
     if not installed.exists() or json.loads(installed.read_text())["version"] != "0.3.0":
