@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Self, TypeVar, overload
 
 import httpx
@@ -16,6 +16,7 @@ from ._core import Call, Id, compact
 from .errors import JobFailed, WaitTimeout
 from .jobs import DECAY_ENDED, JOB_ENDED, JobGroup, JobRef, decay_moved, job_id_of, moved
 from .retry import RetryPolicy, as_policy
+from .schemas.ingest import DocumentDetail, DocumentPage, DocumentPublic
 from .schemas.jobs import DecayRun, JobPublic, ReembedAccepted
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -124,6 +125,37 @@ class AsyncBase:
 
     async def sectors(self, *, user_id: str | None = None) -> dict[str, Any]:
         return dict(await self._send(Call("GET", "/sectors", params=compact(user_id=self._user(user_id)))))
+
+    # -- documents -------------------------------------------------------------------------------------------------
+
+    async def documents(
+        self,
+        *,
+        status: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        user_id: str | None = None,
+    ) -> DocumentPage:
+        params = compact(status=status, offset=offset, limit=limit, user_id=self._user(user_id))
+        return await self._send(Call("GET", "/documents", params=params, result=DocumentPage))
+
+    async def iter_documents(
+        self, *, status: str | None = None, user_id: str | None = None, page_size: int = 200
+    ) -> AsyncIterator[DocumentPublic]:
+        page = core.Page()
+        while True:
+            answer = await self.documents(status=status, offset=page.offset, limit=page_size, user_id=user_id)
+            fresh, more = page.take(answer.items, answer.total, page_size)
+            for item in fresh:
+                yield item
+            if not more:
+                return
+
+    async def document(
+        self, document_id: Id, *, offset: int = 0, limit: int = 100, user_id: str | None = None
+    ) -> DocumentDetail:
+        params = compact(offset=offset, limit=limit, user_id=self._user(user_id))
+        return await self._send(Call("GET", f"/documents/{document_id}", params=params, result=DocumentDetail))
 
     # -- jobs -----------------------------------------------------------------------------------------------------
 

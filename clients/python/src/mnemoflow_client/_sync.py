@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Self, TypeVar, overload
 
 import httpx
@@ -16,6 +16,7 @@ from ._core import Call, Id, compact
 from .errors import JobFailed, WaitTimeout
 from .jobs import DECAY_ENDED, JOB_ENDED, JobGroup, JobRef, decay_moved, job_id_of, moved
 from .retry import RetryPolicy, as_policy
+from .schemas.ingest import DocumentDetail, DocumentPage, DocumentPublic
 from .schemas.jobs import DecayRun, JobPublic, ReembedAccepted
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -131,6 +132,41 @@ class SyncBase:
     def sectors(self, *, user_id: str | None = None) -> dict[str, Any]:
         """The five sectors and their settings, and the tenant's counts, salience, tiers and query statistics."""
         return dict(self._send(Call("GET", "/sectors", params=compact(user_id=self._user(user_id)))))
+
+    # -- documents -------------------------------------------------------------------------------------------------
+
+    def documents(
+        self,
+        *,
+        status: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        user_id: str | None = None,
+    ) -> DocumentPage:
+        """One page of the tenant's documents, newest first (`limit` up to 500), optionally of one `status`
+        (queued, extracting, embedding, done, failed, duplicate). `iter_documents` pages through them all."""
+        params = compact(status=status, offset=offset, limit=limit, user_id=self._user(user_id))
+        return self._send(Call("GET", "/documents", params=params, result=DocumentPage))
+
+    def iter_documents(
+        self, *, status: str | None = None, user_id: str | None = None, page_size: int = 200
+    ) -> Iterator[DocumentPublic]:
+        """Every document `documents` would list, a page at a time."""
+        page = core.Page()
+        while True:
+            answer = self.documents(status=status, offset=page.offset, limit=page_size, user_id=user_id)
+            fresh, more = page.take(answer.items, answer.total, page_size)
+            yield from fresh
+            if not more:
+                return
+
+    def document(
+        self, document_id: Id, *, offset: int = 0, limit: int = 100, user_id: str | None = None
+    ) -> DocumentDetail:
+        """One document: status, source, format, chunk count, error, metadata, its job, and its memories in reading
+        order (`offset`/`limit` page through them, up to 1,000)."""
+        params = compact(offset=offset, limit=limit, user_id=self._user(user_id))
+        return self._send(Call("GET", f"/documents/{document_id}", params=params, result=DocumentDetail))
 
     # -- jobs -----------------------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from . import _core as core
 from ._async import AsyncBase
 from ._core import Call, FileInput, Id, When, compact
 from .client import BatchItem, LinkKind, MemoryStatus, Mnemoflow
-from .schemas.ingest import DocumentDetail, DocumentPage, DocumentPublic, IngestAccepted
+from .schemas.ingest import IngestAccepted
 from .schemas.memories import (
     BatchAccepted,
     MemoriesLinked,
@@ -230,36 +230,7 @@ class AsyncMnemoflow(AsyncBase):
         )
         return await self._send(Call("POST", "/memory/query", json=body, result=QueryResponse))
 
-    # -- documents and ingestion ----------------------------------------------------------------------------------
-
-    async def documents(
-        self,
-        *,
-        status: str | None = None,
-        offset: int = 0,
-        limit: int = 50,
-        user_id: str | None = None,
-    ) -> DocumentPage:
-        params = compact(status=status, offset=offset, limit=limit, user_id=self._user(user_id))
-        return await self._send(Call("GET", "/documents", params=params, result=DocumentPage))
-
-    async def iter_documents(
-        self, *, status: str | None = None, user_id: str | None = None, page_size: int = 200
-    ) -> AsyncIterator[DocumentPublic]:
-        page = core.Page()
-        while True:
-            answer = await self.documents(status=status, offset=page.offset, limit=page_size, user_id=user_id)
-            fresh, more = page.take(answer.items, answer.total, page_size)
-            for item in fresh:
-                yield item
-            if not more:
-                return
-
-    async def document(
-        self, document_id: Id, *, offset: int = 0, limit: int = 100, user_id: str | None = None
-    ) -> DocumentDetail:
-        params = compact(offset=offset, limit=limit, user_id=self._user(user_id))
-        return await self._send(Call("GET", f"/documents/{document_id}", params=params, result=DocumentDetail))
+    # -- ingestion -----------------------------------------------------------------------------------------------
 
     async def ingest_file(
         self,

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from . import _core as core
 from ._core import Call, FileInput, Id, When, compact
 from ._sync import SyncBase
-from .schemas.ingest import DocumentDetail, DocumentPage, DocumentPublic, IngestAccepted
+from .schemas.ingest import IngestAccepted
 from .schemas.memories import (
     BatchAccepted,
     MemoriesLinked,
@@ -261,40 +261,7 @@ class Mnemoflow(SyncBase):
         )
         return self._send(Call("POST", "/memory/query", json=body, result=QueryResponse))
 
-    # -- documents and ingestion ----------------------------------------------------------------------------------
-
-    def documents(
-        self,
-        *,
-        status: str | None = None,
-        offset: int = 0,
-        limit: int = 50,
-        user_id: str | None = None,
-    ) -> DocumentPage:
-        """One page of the tenant's documents, newest first (`limit` up to 500), optionally of one `status`
-        (queued, extracting, embedding, done, failed, duplicate). `iter_documents` pages through them all."""
-        params = compact(status=status, offset=offset, limit=limit, user_id=self._user(user_id))
-        return self._send(Call("GET", "/documents", params=params, result=DocumentPage))
-
-    def iter_documents(
-        self, *, status: str | None = None, user_id: str | None = None, page_size: int = 200
-    ) -> Iterator[DocumentPublic]:
-        """Every document `documents` would list, a page at a time."""
-        page = core.Page()
-        while True:
-            answer = self.documents(status=status, offset=page.offset, limit=page_size, user_id=user_id)
-            fresh, more = page.take(answer.items, answer.total, page_size)
-            yield from fresh
-            if not more:
-                return
-
-    def document(
-        self, document_id: Id, *, offset: int = 0, limit: int = 100, user_id: str | None = None
-    ) -> DocumentDetail:
-        """One document: status, source, format, chunk count, error, metadata, its job, and its memories in reading
-        order (`offset`/`limit` page through them, up to 1,000)."""
-        params = compact(offset=offset, limit=limit, user_id=self._user(user_id))
-        return self._send(Call("GET", f"/documents/{document_id}", params=params, result=DocumentDetail))
+    # -- ingestion -----------------------------------------------------------------------------------------------
 
     def ingest_file(
         self,
