@@ -94,7 +94,7 @@ def _check(file: Path, fmt: records.Format, defaults: records.Defaults, skip_inv
         typer.echo(f"... and {checked.bad_count - SHOWN_BAD:,} more bad records", err=True)
     if checked.bad_count and not skip_invalid:
         typer.echo(
-            f"error: {checked.bad_count:,} bad records in {file.name}; nothing was sent. Fix them, or pass "
+            f"error: {_plural(checked.bad_count, 'bad record')} in {file.name}; nothing was sent. Fix them, or pass "
             "--skip-invalid to load the other records",
             err=True,
         )

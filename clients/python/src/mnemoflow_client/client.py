@@ -40,7 +40,7 @@ class Mnemoflow(SyncBase):
 
     Args:
         base_url: the gateway [$MNEMOFLOW_URL, else http://127.0.0.1:8080].
-        api_key: sent as `Authorization: Bearer` [$MNEMOFLOW_API_KEY; none when unset]. With keys configured on the
+        api_key: sent as `Authorization: Bearer` [$MNEMOFLOW_API_KEY; "" sends none]. With keys configured on the
             gateway, the key decides the tenant; the operator key opens `/maintenance/*`.
         user_id: the tenant every call acts for unless it names another [none: the key's, or `anonymous`].
         timeout: seconds to wait for each connect, read and write.
