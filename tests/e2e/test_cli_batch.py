@@ -101,3 +101,14 @@ def test_the_gateways_errors_end_a_load_readably(gateway, tmp_path: Path):
     assert refused.exit_code == 1 and "error (422)" in refused.output and "user_id" in refused.output
     unreachable = CliRunner().invoke(app, ["batch", str(notes)], env={"MNEMOFLOW_URL": "http://127.0.0.1:9"})
     assert unreachable.exit_code == 1 and "could not be reached" in unreachable.output
+
+
+def test_without_waiting_the_load_names_its_jobs(gateway, worker, tenant, tmp_path: Path):
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("".join(json.dumps({"content": f"unwaited note {i}"}) + "\n" for i in range(30)))
+    sent = load(gateway, str(notes), "-u", tenant, "--batch-size", "20", "--no-wait")
+    assert sent.exit_code == 0, sent.output
+    assert "notes.jsonl: 30 items sent in 2 jobs (follow one: mnemoflow job ID)" in sent.output
+    waited = load(gateway, str(notes), "-u", tenant, "--batch-size", "20")  # the same batches: their first jobs
+    assert waited.exit_code == 0 and "2 sent by an earlier run" in waited.output, waited.output
+    assert len(stored(gateway, tenant)) == 30
