@@ -60,6 +60,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1000, help="the CLI's items per request [its default]")
     parser.add_argument("--parallel", type=int, default=4, help="the CLI's requests in flight [its default]")
     parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
+    parser.add_argument("--cli-first", action="store_true", help="run the CLI first, then the route")
     args = parser.parse_args()
     os.environ.setdefault("MNEMOFLOW_EMBEDDING_PROVIDER", "synthetic")
     texts = corpus(args.size)
@@ -67,18 +68,31 @@ def main() -> None:
         path = Path(tmp) / "corpus.jsonl"
         path.write_text("".join(json.dumps({"content": text}) + "\n" for text in texts))
 
-        print(f"load average before the route: {load_average()}", flush=True)
-        route_url = fresh_database(srv.admin_url, "bench_route")
-        with stack(route_url, srv.redis_url, concurrency=args.concurrency) as gateway:
-            route_s, _ = ours(gateway, route_url, texts, 5_000, settle=False)
-        print(f"[route] POST /memory/batch: {args.size:,} in {route_s:.1f} s, {args.size / route_s:,.0f}/s", flush=True)
+        def route() -> float:
+            print(f"load average before the route: {load_average()}", flush=True)
+            url = fresh_database(srv.admin_url, "bench_route")
+            with stack(url, srv.redis_url, concurrency=args.concurrency) as gateway:
+                seconds, _ = ours(gateway, url, texts, 5_000, settle=False)
+            rate = args.size / seconds
+            print(f"[route] POST /memory/batch: {args.size:,} in {seconds:.1f} s, {rate:,.0f}/s", flush=True)
+            return seconds
 
-        print(f"load average before the CLI: {load_average()}", flush=True)
-        cli_url = fresh_database(srv.admin_url, "bench_cli")
-        with stack(cli_url, srv.redis_url, concurrency=args.concurrency) as gateway:
-            cli_s, said = cli_load(gateway, path, args.batch_size, args.parallel)
-        print(f"[cli]   mnemoflow batch: {args.size:,} in {cli_s:.1f} s, {args.size / cli_s:,.0f}/s (all of it)")
-        print(f"        it said: {said}")
+        def cli() -> float:
+            print(f"load average before the CLI: {load_average()}", flush=True)
+            url = fresh_database(srv.admin_url, "bench_cli")
+            with stack(url, srv.redis_url, concurrency=args.concurrency) as gateway:
+                seconds, said = cli_load(gateway, path, args.batch_size, args.parallel)
+            rate = args.size / seconds
+            print(f"[cli]   mnemoflow batch: {args.size:,} in {seconds:.1f} s, {rate:,.0f}/s (all of it)")
+            print(f"        it said: {said}", flush=True)
+            return seconds
+
+        if args.cli_first:
+            cli_s = cli()
+            route_s = route()
+        else:
+            route_s = route()
+            cli_s = cli()
         print(f"load average after: {load_average()}")
         print(f"cli/route: {route_s / cli_s:.2f}x")
 
