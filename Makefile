@@ -16,10 +16,11 @@ help:
 	@echo "make bench-report - run the benchmarks and rewrite docs/benchmarks.md with their figures (~40 min; not CI)"
 	@echo "make static-model - optional: distill the fast 'static' embedding model from MiniLM (~2 min, once)"
 
-$(STAMP): pyproject.toml
+# The Python client (clients/python, mnemoflow_client) is a distribution of its own; the CLI is built on it.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev]" -e ./clients/python
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -121,6 +121,17 @@ BENCHMARKS = (
         " HNSW-indexed tables, and unindexed.",
     ),
     Benchmark(
+        "cli-batch",
+        "Bulk load from the CLI",
+        ("bench.cli_batch", "--size", "100000"),
+        "`mnemoflow batch corpus.jsonl` (its defaults: batches of 1,000, 4 in flight, one progress bar) beside the"
+        " batch route as `bench.ingest` drives it (POSTs of 5,000, each job polled in turn), back to back on the"
+        " same corpus, each into a fresh database behind a fresh stack, synthetic embeddings; both until every job"
+        " has succeeded (queryable). The CLI's time includes its first pass over the file (every record checked);"
+        " the line it printed gives its rate from the first batch sent. The load average is printed before each,"
+        " since the machine may be shared.",
+    ),
+    Benchmark(
         "embeddings",
         "Embedding providers",
         ("bench.embeddings",),

@@ -1,24 +1,20 @@
-"""`mnemoflow export`, `import`, `erase`, `cancel` (over HTTP, against any stack) and `backup`, `restore` (the
-store itself, with pg_dump and pg_restore): the data a tenant owns (docs/data.md)."""
+"""`mnemoflow export`, `import`, `erase`, `cancel` (on the Python client, against any stack) and `backup`, `restore`
+(the store itself, with pg_dump and pg_restore): the data a tenant owns (docs/data.md)."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import httpx
 import typer
 
+from services.cli import progress
+from services.cli.commands import connect
+
 UserOption = Annotated[str | None, typer.Option("--user-id", "--user", "-u", help="Tenant user_id")]
-
-
-def _http() -> Any:
-    """The HTTP helpers of `mnemoflow` (imported when a command runs: main imports this module)."""
-    from services.cli import main
-
-    return main
 
 
 def export(
@@ -32,26 +28,22 @@ def export(
 
     mnemoflow export --user-id alice -o alice.jsonl
     """
-    params: dict[str, Any] = {"vectors": str(vectors).lower()} | ({"user_id": user_id} if user_id else {})
-    target = open(output.with_name(output.name + ".partial"), "wb") if output else sys.stdout.buffer  # noqa: SIM115
+    partial = output.with_name(output.name + ".partial") if output else None
+    target = open(partial, "wb") if partial else sys.stdout.buffer  # noqa: SIM115
     last = b""
     try:
-        with _http()._client() as client, client.stream("GET", "/export", params=params, timeout=None) as response:
-            if response.status_code >= 400:
-                response.read()
-                _fail(response)
-            for line in response.iter_lines():
-                encoded = line.encode("utf-8") + b"\n"
-                target.write(encoded)
-                last = encoded
-    except httpx.HTTPError as exc:
-        typer.echo(f"error: the export broke off ({exc}); try again", err=True)
-        raise typer.Exit(1) from exc
+        with connect(user_id) as client:
+            try:
+                for line in client.export(vectors=vectors):
+                    target.write(line)
+                    last = line
+            except httpx.HTTPError as exc:  # the stream broke off: what was written is not a whole export
+                typer.echo(f"error: the export broke off ({exc}); try again", err=True)
+                raise typer.Exit(1) from exc
     finally:
-        if output:
+        if partial:
             target.close()
     end = json.loads(last) if last.strip() else {}
-    partial = output.with_name(output.name + ".partial") if output else None
     if end.get("type") != "end":
         typer.echo("error: the export ended without its end line: it was cut short; try again", err=True)
         if partial:
@@ -66,7 +58,7 @@ def export(
 def import_(
     file: Annotated[Path, typer.Argument(help="An export (JSON Lines) made by `mnemoflow export`")],
     user_id: UserOption = None,
-    wait: Annotated[bool, typer.Option(help="Follow the job until the file is stored")] = True,
+    wait: Annotated[bool, typer.Option(help="Follow the job with a progress bar until the file is stored")] = True,
 ) -> None:
     """Import an export into a tenant (its own, or another one's file). Importing a file twice stores nothing twice.
 
@@ -74,33 +66,28 @@ def import_(
     """
     if not file.is_file():
         raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
-    main = _http()
-    with open(file, "rb") as handle:
-        body = main._call(
-            "POST",
-            "/import",
-            params={"user_id": user_id} if user_id else None,
-            content=handle,
-            headers={"content-type": "application/x-ndjson"},
-            timeout=None,
-        )
-    typer.echo(
-        f"{body['memories']:,} memories, {body['waypoints']:,} waypoints, {body['documents']:,} documents "
-        f"from {body['source_user_id']!r} into {body['user_id']!r}"
-        + (f": job {body['job_id']}" if body["job_id"] else "")
-    )
-    if body["status"] == "queued" and wait:
-        job = main._follow(body["job_id"], user=user_id)
-        if job["status"] != "succeeded":
-            typer.echo(f"import {job['status']}: {job['error'] or ''}", err=True)
-            raise typer.Exit(1)
-        result = job["result"]
+    with connect(user_id) as client:
+        accepted = client.import_file(file)
         typer.echo(
-            f"stored: {result.get('created', 0):,} new, {result.get('existing', 0):,} already there, "
-            f"{result.get('reembedded', 0):,} embedded again, {result.get('links', 0):,} waypoints"
+            f"{accepted.memories:,} memories, {accepted.waypoints:,} waypoints, {accepted.documents:,} documents "
+            f"from {accepted.source_user_id!r} into {accepted.user_id!r}"
+            + (f": job {accepted.job_id}" if accepted.job_id else "")
         )
-    elif body["status"] == "queued":
-        typer.echo(f"follow it with: mnemoflow job {body['job_id']}")
+        if accepted.status != "queued" or accepted.job_id is None:
+            return
+        if not wait:
+            typer.echo(f"follow it with: mnemoflow job {accepted.job_id}")
+            return
+        with progress.job_bar(f"import {file.name}") as moved:
+            job = client.wait(accepted.job_id, on_progress=moved)
+    if job.status != "succeeded":
+        typer.echo(f"import {job.status}: {job.error or ''}", err=True)
+        raise typer.Exit(1)
+    result = job.result
+    typer.echo(
+        f"stored: {result.get('created', 0):,} new, {result.get('existing', 0):,} already there, "
+        f"{result.get('reembedded', 0):,} embedded again, {result.get('links', 0):,} waypoints"
+    )
 
 
 def erase(
@@ -115,18 +102,19 @@ def erase(
     if not yes:
         typer.echo(f"this erases everything of user_id {user_id!r} and cannot be undone: add --yes", err=True)
         raise typer.Exit(2)
-    main = _http()
-    body = main._call("POST", "/maintenance/erase", json={"user_id": user_id})
-    note = " (an erasure already under way)" if body["existing"] else ""
-    typer.echo(f"erasing {user_id!r}: job {body['job_id']}{note}")
-    if not wait:
-        typer.echo(f"follow it with: mnemoflow job {body['job_id']}")
-        return
-    job = main._follow(body["job_id"])
-    if job["status"] != "succeeded":
-        typer.echo(f"erasure {job['status']}: {job['error'] or ''}", err=True)
+    with connect() as client:
+        accepted = client.erase(user_id)
+        note = " (an erasure already under way)" if accepted.existing else ""
+        typer.echo(f"erasing {user_id!r}: job {accepted.job_id}{note}")
+        if not wait:
+            typer.echo(f"follow it with: mnemoflow job {accepted.job_id}")
+            return
+        with progress.job_bar(f"erase {user_id}") as moved:
+            job = client.wait(accepted.job_id, on_progress=moved)
+    if job.status != "succeeded":
+        typer.echo(f"erasure {job.status}: {job.error or ''}", err=True)
         raise typer.Exit(1)
-    deleted = job["result"].get("deleted") or {}
+    deleted = job.result.get("deleted") or {}
     first = ("memories", "documents", "jobs")
     ordered = [w for w in first if w in deleted] + sorted(w for w in deleted if w not in first)
     typer.echo("erased: " + (", ".join(f"{deleted[w]:,} {w}" for w in ordered if deleted[w]) or "nothing was stored"))
@@ -136,10 +124,14 @@ def cancel(
     job_id: Annotated[str, typer.Argument(help="The job to cancel")],
     user_id: UserOption = None,
 ) -> None:
-    """Cancel a queued or running job: its remaining chunks are skipped, what it stored stays."""
-    job = _http()._call("POST", f"/jobs/{job_id}/cancel", params={"user_id": user_id} if user_id else None)
-    done, total = job["progress"]["done"], job["progress"]["total"]
-    typer.echo(f"job {job['id']} cancelled: {done:,} of {total:,} stored, the rest skipped")
+    """Cancel a queued or running job: its remaining chunks are skipped, what it stored stays.
+
+    mnemoflow cancel 0b6f... --user-id alice
+    """
+    with connect(user_id) as client:
+        job = client.cancel(job_id)
+    done, total = job.progress.get("done", 0), job.progress.get("total", 0)
+    typer.echo(f"job {job.id} cancelled: {done:,} of {total:,} stored, the rest skipped")
 
 
 def backup(
@@ -186,15 +178,6 @@ def restore(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo("restored: " + (", ".join(f"{n:,} {table}" for table, n in held.items()) or "an empty store"))
-
-
-def _fail(response: httpx.Response) -> None:
-    try:
-        message = response.json().get("error", {}).get("message", response.text)
-    except ValueError:
-        message = response.text
-    typer.echo(f"error ({response.status_code}): {message}", err=True)
-    raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

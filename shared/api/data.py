@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shared.api.common import (
+from .common import (
     SECTORS,
     Real,
     TagsAndMetadata,
@@ -28,7 +28,7 @@ from shared.api.common import (
     known_sectors,
     no_nul,
 )
-from shared.api.memories import memory_text
+from .memories import memory_text
 
 FORMAT: Literal["mnemoflow-export"] = "mnemoflow-export"
 VERSION = 1

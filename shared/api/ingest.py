@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
-from shared.api.common import TagsAndMetadata, UserId, assume_utc, no_nul
-from shared.api.jobs import JobPublic
+from .common import TagsAndMetadata, UserId, assume_utc, no_nul
+from .jobs import JobPublic
 
 
 class IngestConfig(BaseModel):

@@ -12,9 +12,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shared.api.common import TagsAndMetadata, UserId, no_nul
-from shared.api.memories import memory_text
-from shared.api.query import MAX_QUERY_CHARS
+from .common import TagsAndMetadata, UserId, no_nul
+from .memories import memory_text
+from .query import MAX_QUERY_CHARS
 
 # A node, namespace or graph id becomes a tag (`lgm:namespace:<ns>`): short, one line, not blank.
 NAME_MAX_CHARS = 128

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shared.api.common import Real, TagsAndMetadata, UserId, assume_utc, clean_metadata, clean_tags, no_nul
+from .common import Real, TagsAndMetadata, UserId, assume_utc, clean_metadata, clean_tags, no_nul
 
 # Where clients that have no `occurred_at` put a memory's time in its metadata, looked at in this order.
 METADATA_TIME_KEYS: tuple[str, ...] = ("timestamp", "time", "date")
@@ -209,3 +209,40 @@ class MemoryPage(BaseModel):
     total: int
     offset: int
     limit: int
+
+
+class BatchAccepted(BaseModel):
+    """202 from `POST /memory/batch`: the job that stores the items; follow `status_url`."""
+
+    job_id: uuid.UUID
+    status: Literal["queued", "existing"] = Field(
+        description="existing: the idempotency_key was seen with this same batch; its first job is returned"
+    )
+    items: int
+    chunks: int | None = Field(description="the job's chunks (one sector each); null for an existing job")
+    status_url: str
+
+
+class MemoryDeleted(BaseModel):
+    """`DELETE /memory/{id}`."""
+
+    ok: bool = True
+    id: uuid.UUID
+
+
+class MemoryReinforced(BaseModel):
+    """`POST /memory/reinforce`: the memory's salience after the boost."""
+
+    ok: bool = True
+    id: uuid.UUID
+    salience: float
+
+
+class MemoriesLinked(BaseModel):
+    """`POST /memory/link`: the waypoint as stored."""
+
+    ok: bool = True
+    src_id: uuid.UUID
+    dst_id: uuid.UUID
+    kind: Literal["association", "contradicts", "supersedes", "next"]
+    weight: float

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shared.api.common import SECTORS, UserId, assume_utc, known_sectors, no_nul, tag_filter
+from .common import SECTORS, UserId, assume_utc, known_sectors, no_nul, tag_filter
 
 # A query is embedded and turned into a tsquery on the request path: beyond this it is a document, not a question
 # (a megabyte was ~1,000 embedding windows and made to_tsvector raise).

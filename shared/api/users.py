@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from shared.api.memories import MemoryPublic
+from .memories import MemoryPublic
 
 
 class UserMemoriesPage(BaseModel):

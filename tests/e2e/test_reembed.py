@@ -8,9 +8,11 @@ import uuid
 import httpx
 import pytest
 from sqlalchemy import text
+from typer.testing import CliRunner
 
 from infra.embedded import free_port
 from infra.processes import gateway_command, wait_healthy
+from services.cli.main import app
 from shared.tenancy import DbRole
 from tests.conftest import running, service_env, wait_for_job, wait_for_worker, worker_args
 
@@ -104,6 +106,11 @@ def test_a_store_moves_to_another_model_on_the_sector_queues(make_store, servers
             found = tenant.post("/memory/query", json={"query": "where does the canine like to play?", "k": 3}).json()
             assert found["matches"][0]["content"] == "My dog loves running in the park"
             assert tenant.post("/memory/add", json={"content": "Written with the new model"}).status_code == 200
+            # The CLI on the client: nothing left to convert is the gateway's 409, printed readably.
+            cli = CliRunner().invoke(
+                app, ["reembed", "--provider", "local"], env={"MNEMOFLOW_URL": base, "MNEMOFLOW_API_KEY": ADMIN_KEY}
+            )
+            assert cli.exit_code == 1 and "error (409): the store already uses local model" in cli.output, cli.output
         finally:
             new_gateway.__exit__(None, None, None)
 

@@ -14,7 +14,7 @@ from pydantic import AfterValidator
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep, WorkDep
 from shared.api.common import MAX_OFFSET, USER_ID_RULE, no_nul
-from shared.api.jobs import DecayRequest, ReembedRequest
+from shared.api.jobs import DecayRequest, DecayRun, ReembedAccepted, ReembedRequest
 from shared.api.memories import MemoryPage, MemoryPublic
 from shared.embedding import EmbeddingProvider, reembed
 from shared.embedding.calls import EmbeddingFailed, embed_timed
@@ -59,7 +59,7 @@ def _target_embedder(state: Any, body: ReembedRequest) -> EmbeddingProvider:
     return embedder
 
 
-@router.post("/reembed", status_code=status.HTTP_202_ACCEPTED)
+@router.post("/reembed", status_code=status.HTTP_202_ACCEPTED, response_model=ReembedAccepted)
 def start_reembed(
     body: ReembedRequest, state: StateDep, work: WorkDep, principal: PrincipalDep, response: Response
 ) -> dict[str, Any]:
@@ -106,12 +106,13 @@ def embed_logs(
 def _run_public(run: dict[str, Any]) -> dict[str, Any]:
     out = {k: (str(v) if isinstance(v, uuid.UUID) else v) for k, v in run.items() if k != "plan"}
     out["segments_done"] = sum(1 for segment in run["plan"] if segment.get("finished"))
+    out["planned"] = sum(int(segment.get("quota", 0)) for segment in run["plan"])  # what `processed` counts up to
     if run["status"] == "succeeded":
         out["log"] = format_line(run)
     return out
 
 
-@router.post("/decay", status_code=status.HTTP_202_ACCEPTED)
+@router.post("/decay", status_code=status.HTTP_202_ACCEPTED, response_model=DecayRun)
 def run_decay(
     state: StateDep,
     principal: PrincipalDep,
@@ -146,7 +147,7 @@ def run_decay(
     return _run_public(run) | {"status_url": f"/maintenance/decay/{run_id}"}
 
 
-@router.get("/decay/{run_id}")
+@router.get("/decay/{run_id}", response_model=DecayRun)
 def decay_run(run_id: uuid.UUID, work: WorkDep, principal: PrincipalDep) -> dict[str, Any]:
     """One decay cycle: status, counts so far (processed, changed, tiers, compressed, fingerprinted), timing."""
     principal.require_admin()

@@ -13,12 +13,16 @@ from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep, WorkDep, memory_tenant
 from shared.api.common import MAX_OFFSET, UserId, assume_utc, tag_filter
 from shared.api.memories import (
+    BatchAccepted,
     BatchRequest,
     LinkCreate,
+    MemoriesLinked,
     MemoryAdd,
     MemoryAddResult,
+    MemoryDeleted,
     MemoryPage,
     MemoryPublic,
+    MemoryReinforced,
     MemoryUpdate,
     ReinforceRequest,
 )
@@ -48,7 +52,7 @@ def add_memory(body: MemoryAdd, state: StateDep, work: WorkDep, principal: Princ
     return MemoryAddResult(**memory, deduplicated=deduplicated)
 
 
-@router.post("/batch", status_code=status.HTTP_202_ACCEPTED)
+@router.post("/batch", status_code=status.HTTP_202_ACCEPTED, response_model=BatchAccepted)
 def add_batch(
     body: BatchRequest, state: StateDep, work: WorkDep, principal: PrincipalDep, response: Response
 ) -> dict[str, Any]:
@@ -83,7 +87,7 @@ def add_batch(
     }
 
 
-@router.post("/reinforce")
+@router.post("/reinforce", response_model=MemoryReinforced)
 def reinforce_memory(body: ReinforceRequest, state: StateDep, work: WorkDep, principal: PrincipalDep) -> dict[str, Any]:
     """The client used this memory: boost its salience (default boost from settings) and mark it seen and used now. It
     counts in ranking in full, unlike being returned by a query, and confirms what queries added first. Without a
@@ -97,7 +101,7 @@ def reinforce_memory(body: ReinforceRequest, state: StateDep, work: WorkDep, pri
     return {"ok": True, "id": str(body.id), "salience": rows[0]["salience"]}
 
 
-@router.post("/link")
+@router.post("/link", response_model=MemoriesLinked)
 def link_memories(body: LinkCreate, state: StateDep, work: WorkDep, principal: PrincipalDep) -> dict[str, Any]:
     """Link two memories: association (spreads activation), contradicts (the weaker is demoted at query
     time), supersedes (the destination is marked superseded), next (reading order)."""
@@ -174,7 +178,7 @@ def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, wor
     return MemoryPublic(**row)
 
 
-@router.delete("/{memory_id}")
+@router.delete("/{memory_id}", response_model=MemoryDeleted)
 def delete_memory(
     memory_id: uuid.UUID, state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None
 ):
