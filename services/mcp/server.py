@@ -113,7 +113,8 @@ def build_server(client: AsyncMnemoflow, *, files: LocalFiles | None = None) -> 
             added = await client.add(content, tags=tags, metadata=metadata, occurred_at=occurred_at)
         return _answer(added_text(added), added)
 
-    @server.tool(annotations=reads)
+    # a query reinforces what it returns (the gateway's default): recalling is not read-only
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
     async def recall(
         query: Annotated[str, Field(description="A question or a few words about what to recall")],
         k: Annotated[int, Field(ge=1, le=100, description="How many memories at most")] = 8,

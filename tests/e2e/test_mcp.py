@@ -80,8 +80,10 @@ async def memories_round_trip(session: ClientSession, tenant: str) -> None:
     trace = recalled["matches"][0]["trace"]
     assert trace and trace["components"]
     assert "why:" in result.content[0].text and "green tea" in result.content[0].text
-    plain = await call(session, "recall", query="green tea", tags=["routine"])
+    plain = await call(session, "recall", query="who repairs bicycles?", tags=["routine"])
     assert [m["id"] for m in plain["matches"]] == [other["id"]] and plain["matches"][0]["trace"] is None
+    only_prefs = await call(session, "recall", query="who repairs bicycles?", tags=["prefs"])
+    assert other["id"] not in {m["id"] for m in only_prefs["matches"]}
 
     got = await call(session, "get", memory_id=added["id"])
     assert got["content"] == "Alice prefers green tea in the morning" and got["metadata"] == {"via": "mcp"}
@@ -183,7 +185,8 @@ def test_over_http_every_tool_works_and_files_stay_inside_the_root(
                 await memories_round_trip(session, tenant)
                 await ingested(session, str(inside / "ferry.md"))
                 page = await ingested(session, f"{trusted_site}/article")
-                assert page["format"] == "html"
+                herons = await call(session, "recall", query="where do the grey herons nest?", tags=["docs"])
+                assert herons["matches"][0]["document_id"] == page["document_id"]
                 escaped = await refused(session, "ingest", source=str(inside / ".." / "private" / "secret.md"))
                 assert "outside" in escaped and str(inside) in escaped
 
