@@ -229,5 +229,7 @@ def test_outside_development_http_without_a_key_does_not_start(servers):
     done = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "refusing to serve MCP over HTTP" in done.stderr
     open_host = [*args[:-2], "--host", "0.0.0.0", "--port", str(free_port())]
-    done = subprocess.run(open_host, env=service_env(servers, MNEMOFLOW_API_KEY=""), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        open_host, env=service_env(servers, MNEMOFLOW_API_KEY=""), cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2 and "keyless MCP server on 0.0.0.0" in done.stderr
