@@ -89,7 +89,8 @@ async def memories_round_trip(session: ClientSession, tenant: str) -> None:
     assert got["content"] == "Alice prefers green tea in the morning" and got["metadata"] == {"via": "mcp"}
     boosted = await call(session, "reinforce", memory_id=added["id"], boost=0.2)
     assert boosted["salience"] > got["salience"]
-    assert (await call(session, "get", memory_id=added["id"]))["salience"] == pytest.approx(boosted["salience"])
+    # kept (at least: a recall's own reinforcement may land after it, and salience only grows here)
+    assert (await call(session, "get", memory_id=added["id"]))["salience"] >= boosted["salience"]
 
     page = await call(session, "list", limit=1)
     assert page["total"] == 2 and len(page["items"]) == 1
