@@ -13,6 +13,7 @@ import httpx
 import typer
 
 from services.cli import bulk, commands, data
+from services.mcp import command as mcp_command
 from shared.config import OpenAccessRefused, Settings, get_settings
 
 app = typer.Typer(
@@ -124,6 +125,7 @@ def migrate(
 commands.register(app)
 bulk.register(app)
 data.register(app)  # export, import, erase, cancel, backup, restore
+mcp_command.register(app)  # mnemoflow mcp: the MCP server (services/mcp)
 
 
 if __name__ == "__main__":
