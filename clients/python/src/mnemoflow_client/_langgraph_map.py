@@ -55,9 +55,9 @@ def literal_prefix(path: Sequence[str]) -> tuple[str, ...]:
 
 def render_value(value: Mapping[str, Any], fields: Sequence[str] | None) -> str:
     """The searchable text of a value: each top-level field as `name: value` (the whole value, `$`), or the text at
-    each of `fields` (LangGraph's paths: `a.b`, `list[*].text`, ...), a line each."""
+    each of `fields` (LangGraph's paths: `a.b`, `list[*].text`, ...), a line each; none for no fields."""
     lines: list[str] = []
-    for field in fields or [WHOLE_VALUE]:
+    for field in [WHOLE_VALUE] if fields is None else fields:
         if field == WHOLE_VALUE:
             for name, inner in value.items():
                 shown = inner if isinstance(inner, str) else json.dumps(inner, ensure_ascii=False, sort_keys=True)

@@ -15,6 +15,7 @@ How an item maps to a memory, and the limits, are in docs/clients.md ("LangGraph
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -33,7 +34,8 @@ class MnemoflowStore(BaseStore):
         client: a `Mnemoflow` (sync graphs and calls) or an `AsyncMnemoflow` (async ones) [a `Mnemoflow()` from
             $MNEMOFLOW_URL and $MNEMOFLOW_API_KEY, closed with the store].
         async_client: an `AsyncMnemoflow` for the async calls besides a sync `client` [without one, async calls
-            run the sync client in a thread].
+            run the sync client in a thread; without a sync one, sync calls (a sync node of an async graph) go
+            through a `Mnemoflow` made with the async client's settings].
         user_id: the tenant the items belong to [the client's].
         index_fields: the value's fields whose text is searchable, as LangGraph paths (`"text"`, `"a.b"`,
             `"notes[*].body"`) [the whole value: `name: value` a line per field]; a put's `index=` overrides it.
@@ -60,6 +62,7 @@ class MnemoflowStore(BaseStore):
             client = Mnemoflow()
         if isinstance(client, AsyncMnemoflow):
             client, async_client = None, async_client or client
+        self._lock = threading.Lock()
         self.client: Mnemoflow | None = client
         self.async_client: AsyncMnemoflow | None = async_client
         self.options = Options(
@@ -77,15 +80,28 @@ class MnemoflowStore(BaseStore):
         if self._owned and self.client is not None:
             self.client.close()
 
+    def _sync_client(self) -> Mnemoflow:
+        # A store made with an AsyncMnemoflow only still serves sync calls: a graph run with `ainvoke` runs its sync
+        # nodes in threads, and their `store.put(...)` comes here. They go through a Mnemoflow of the same settings.
+        with self._lock:
+            if self.client is None:
+                assert self.async_client is not None
+                settings = self.async_client.settings
+                self.client = Mnemoflow(
+                    settings.base_url,
+                    settings.api_key or "",
+                    user_id=settings.user_id,
+                    timeout=settings.timeout,
+                    retries=settings.retry,
+                    headers=settings.headers,
+                )
+                self._owned = True
+            return self.client
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Carry out LangGraph's operations in order, each through the sync client."""
         ops = _checked(ops)
-        client = self.client
-        if client is None:
-            raise RuntimeError(
-                "this MnemoflowStore has only an AsyncMnemoflow: use the async calls (ainvoke, aget, asearch, ...), "
-                "or give it a Mnemoflow too: MnemoflowStore(Mnemoflow(...), async_client=AsyncMnemoflow(...))"
-            )
+        client = self._sync_client()
         return [_drive(client, operation(op, self.options)) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
