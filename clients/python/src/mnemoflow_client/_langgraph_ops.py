@@ -4,6 +4,7 @@ the operation's result. `langgraph.MnemoflowStore` drives them with `Mnemoflow` 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -119,10 +120,8 @@ def _replace(memory_id: str, namespace: tuple[str, ...], key: str, text: str, bo
 
 
 def _delete(memory_id: str, options: Options) -> Operation:
-    try:
+    with contextlib.suppress(NotFound):  # already gone: deleting is done
         yield Step("delete", {"memory_id": memory_id, "user_id": options.user_id})
-    except NotFound:
-        pass  # already gone: deleting is done
     return None
 
 
