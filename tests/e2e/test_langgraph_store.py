@@ -18,6 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, PutOp, SearchOp
 from mnemoflow_client import AsyncMnemoflow, Mnemoflow
 from mnemoflow_client._langgraph_map import content_for, item_tag
+from mnemoflow_client.langchain import MnemoflowRetriever
 from mnemoflow_client.langgraph import MnemoflowStore
 
 pytestmark = pytest.mark.e2e
@@ -269,3 +270,27 @@ def test_a_prebuilt_react_agent_runs_with_the_store(store: MnemoflowStore):
     tool_answers = [m.content for m in output["messages"] if isinstance(m, ToolMessage)]
     assert tool_answers == ["saved", "Ivan is allergic to peanuts"]
     assert store.get(("agent", "notes"), "latest").value == {"text": "Ivan is allergic to peanuts"}  # type: ignore[union-attr]
+
+
+def test_a_langchain_retriever_finds_memories_and_the_stores_items(store: MnemoflowStore, gateway: str, tenant: str):
+    client = store.client
+    assert client is not None
+    client.add("Jo keeps bees on the roof", tags=["hobbies"])
+    store.put(("users", "jo"), "bees", {"text": "Jo sells honey from the bees at the market"})
+    store.put(("users", "kim"), "bees", {"text": "Kim is afraid of bees"})
+
+    everything = MnemoflowRetriever(client=client, k=5, min_score=0).invoke("bees")
+    assert len(everything) == 3 and all(d.metadata["score"] is not None for d in everything)
+    assert {d.id for d in everything} == {d.metadata["id"] for d in everything}
+    joes = MnemoflowRetriever(client=client, namespace=("users", "jo"), min_score=0).invoke("bees")
+    assert [d.metadata["metadata"]["langgraph"]["key"] for d in joes] == ["bees"]
+    assert "sells honey" in joes[0].page_content
+    tagged = MnemoflowRetriever(client=client, tags=["hobbies"], min_score=0).invoke("bees")
+    assert [d.page_content for d in tagged] == ["Jo keeps bees on the roof"]
+
+    async def asynchronously() -> list[Any]:
+        async with AsyncMnemoflow(gateway, user_id=tenant) as aclient:
+            retriever = MnemoflowRetriever(async_client=aclient, namespace=("users", "kim"), min_score=0)
+            return await retriever.ainvoke("bees")
+
+    assert [d.page_content for d in asyncio.run(asynchronously())] == ["[users/kim] bees\ntext: Kim is afraid of bees"]

@@ -42,12 +42,13 @@ def test_every_public_method_has_a_docstring():
     assert Mnemoflow.wait.__doc__ == AsyncMnemoflow.wait.__doc__
 
 
-# The modules of an optional extra (`mnemoflow-client[langgraph]`) and what they may import besides; no other module
-# imports them, so `import mnemoflow_client` works without the extra.
+# The modules of an optional extra (`mnemoflow-client[langgraph]`: langgraph and langchain-core) and what they may
+# import besides; no other module imports them, so `import mnemoflow_client` works without the extra.
 EXTRAS = {
     "langgraph.py": {"langgraph"},
     "_langgraph_map.py": {"langgraph"},
     "_langgraph_ops.py": {"langgraph"},
+    "langchain.py": {"langchain_core"},
 }
 
 
