@@ -64,7 +64,7 @@ def get(op: GetOp, options: Options) -> Operation:
 
 def put(op: PutOp, options: Options) -> Operation:
     """Write, replace or (a None value) delete an item: the same namespace and key is always one memory, changed in
-    place (its id and `created_at` kept), so a put repeated changes nothing more."""
+    place (its id and `created_at` kept), so putting again, or after a failure, still leaves one memory."""
     namespace = tuple(op.namespace)
     copies = yield from _copies(namespace, op.key, options)
     if op.value is None:
