@@ -42,14 +42,30 @@ def test_every_public_method_has_a_docstring():
     assert Mnemoflow.wait.__doc__ == AsyncMnemoflow.wait.__doc__
 
 
+# The modules of an optional extra (`mnemoflow-client[langgraph]`: langgraph and langchain-core) and what they may
+# import besides; no other module imports them, so `import mnemoflow_client` works without the extra.
+EXTRAS = {
+    "langgraph.py": {"langgraph"},
+    "_langgraph_map.py": {"langgraph"},
+    "_langgraph_ops.py": {"langgraph"},
+    "langchain.py": {"langchain_core"},
+}
+
+
 def test_the_package_imports_only_httpx_pydantic_and_the_standard_library():
-    allowed = set(sys.stdlib_module_names) | {"httpx", "pydantic", "typing_extensions", "__future__"}
+    core = set(sys.stdlib_module_names) | {"httpx", "pydantic", "typing_extensions", "__future__"}
+    extra_modules = {name.removesuffix(".py") for name in EXTRAS}
     for path in sorted(PACKAGE.rglob("*.py")):
+        allowed = core | EXTRAS.get(str(path.relative_to(PACKAGE)), set())
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 names = [node.module or ""]
+            elif isinstance(node, ast.ImportFrom) and path.name not in EXTRAS:
+                imported = {node.module, *(alias.name for alias in node.names)}
+                assert not imported & extra_modules, f"{path.relative_to(PACKAGE)} imports an extra's module"
+                continue
             else:
                 continue
             for name in names:
