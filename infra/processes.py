@@ -56,19 +56,13 @@ def sweeper_command(*, name: str | None = None, log_level: str = "INFO", quiet_s
 WORK_QUEUES: tuple[str, ...] = tuple(q for q in ALL_QUEUES if q != Queue.SWEEP)
 
 
-def gateway_command(*, host: str, port: int, log_level: str = "info") -> list[str]:
-    """`python -m` arguments for the gateway under uvicorn."""
-    return [
-        "uvicorn",
-        "services.gateway.app:create_app",
-        "--factory",
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--log-level",
-        log_level.lower(),
-    ]
+def gateway_command(*, host: str, port: int, log_level: str = "info", workers: int | None = None) -> list[str]:
+    """`python -m` arguments for the gateway under uvicorn (services/gateway/serve.py), as `workers` processes
+    (default: MNEMOFLOW_GATEWAY_WORKERS, or one per usable core up to 4)."""
+    args = ["services.gateway.serve", "--host", host, "--port", str(port), "--log-level", log_level.lower()]
+    if workers is not None:
+        args += ["--workers", str(workers)]
+    return args
 
 
 def _log_tail(log_path: Path | None) -> str:
