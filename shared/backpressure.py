@@ -102,11 +102,6 @@ def gateway_pool_for(workers: int) -> int:
     return max(GATEWAY_POOL_FLOOR, math.ceil(SINGLE_GATEWAY_POOL / max(1, workers)))
 
 
-def embedding_threads_for(cores: int, workers: int) -> int:
-    """onnxruntime threads per gateway process when MNEMOFLOW_LOCAL_THREADS is unset: the cores shared out."""
-    return max(1, cores // max(1, workers))
-
-
 @dataclass(frozen=True)
 class ConnectionBudget:
     """The most connections the processes can open at once, against what PostgreSQL allows.

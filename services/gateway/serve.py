@@ -2,10 +2,10 @@
 MNEMOFLOW_GATEWAY_WORKERS processes (docs/scaling.md#many-clients).
 
 Before any process starts, the launcher refuses what would fail in all of them (no keys outside development, more
-connections than PostgreSQL allows), gives each process its share of the cores for the local model, and makes the
-Prometheus directory every process writes its metrics into, so that /metrics sums them all whichever process
-answers it. uvicorn's supervisor starts the processes again when one dies; this one also marks a dead process's
-metrics dead (its counters stay in the sums).
+connections than PostgreSQL allows) and makes the Prometheus directory every process writes its metrics into, so
+that /metrics sums them all whichever process answers it. uvicorn's supervisor starts the processes again when one
+dies; this one also marks a dead process's metrics dead (its counters stay in the sums). Other options are
+uvicorn's own (--host, --port, --log-level, UVICORN_* variables).
 """
 
 from __future__ import annotations
@@ -119,9 +119,10 @@ def serve(uvicorn_args: list[str], workers: int | None) -> int:
         log.error("refusing to start the gateway: %s", refusal)
         return STARTUP_FAILURE
     processes = settings.gateway_processes
-    # The processes read these at start-up: what they inherit from here.
+    # The processes read their settings at start-up: what they inherit from here. The local model keeps its one
+    # onnxruntime thread per process (MNEMOFLOW_LOCAL_THREADS, 1): with one process per core the cores are used,
+    # and a second thread made a query's embedding slower on cores shared with PostgreSQL and the workers.
     os.environ["MNEMOFLOW_GATEWAY_WORKERS"] = str(processes)
-    os.environ.setdefault("MNEMOFLOW_LOCAL_THREADS", str(settings.gateway_embedding_threads))
     directory, temporary = metrics_directory(settings)
     log.info("gateway: %d process(es), metrics in %s", processes, directory)
     uvicorn_main = importlib.import_module("uvicorn.main")  # the module: the package's `main` is its command

@@ -17,7 +17,6 @@ from shared.backpressure import (
     RateLimits,
     Timeouts,
     default_gateway_workers,
-    embedding_threads_for,
     gateway_pool_for,
 )
 from shared.config.parsing import env, normalize_database_url, pairs
@@ -192,11 +191,6 @@ class ServerSettings(BaseModel):
     def gateway_processes(self) -> int:
         """How many gateway processes serve requests: MNEMOFLOW_GATEWAY_WORKERS, or one per usable core, at most 4."""
         return self.gateway_workers or default_gateway_workers(usable_cores())
-
-    @property
-    def gateway_embedding_threads(self) -> int:
-        """onnxruntime threads a gateway process gives the local model when MNEMOFLOW_LOCAL_THREADS is unset."""
-        return embedding_threads_for(usable_cores(), self.gateway_processes)
 
     @property
     def database_limits(self) -> DatabaseLimits:
