@@ -48,6 +48,8 @@ ENQUEUE_FAILURES = Counter(
 HOT_ROW_LOOKUPS = Counter(
     "mnemoflow_hot_row_cache_lookups", "Hot-tier row payload lookups by outcome (hit: Redis had it)", ["outcome"]
 )
+for _outcome in ("hit", "miss"):  # exported from the start, at 0
+    HOT_ROW_LOOKUPS.labels(_outcome)
 
 
 def hot_row_lookups(hits: int, misses: int) -> None:

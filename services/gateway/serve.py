@@ -44,7 +44,15 @@ class Supervisor(Multiprocess):
 
     def __init__(self, config: Config, sockets: list[socket.socket]) -> None:
         if config.is_ssl and config.ssl_certfile:  # unreadable TLS files: fail here once, not in every process
-            create_ssl_context(config.ssl_certfile, config.ssl_keyfile, config.ssl_keyfile_password)
+            create_ssl_context(
+                config.ssl_certfile,
+                config.ssl_keyfile,
+                config.ssl_keyfile_password,
+                config.ssl_version,
+                config.ssl_cert_reqs,
+                config.ssl_ca_certs,
+                config.ssl_ciphers,
+            )
         super().__init__(config, sockets)
         self.startup_failed = False
 
@@ -126,7 +134,7 @@ def serve(uvicorn_args: list[str], workers: int | None) -> int:
     directory, temporary = metrics_directory(settings)
     log.info("gateway: %d process(es), metrics in %s", processes, directory)
     uvicorn_main = importlib.import_module("uvicorn.main")  # the module: the package's `main` is its command
-    uvicorn_main.Multiprocess = Supervisor  # what uvicorn runs for --workers above 1
+    setattr(uvicorn_main, "Multiprocess", Supervisor)  # noqa: B010  # what uvicorn runs for --workers above 1
     args = [APP, "--factory", *uvicorn_args, "--workers", str(processes)]
     args += ["--timeout-worker-healthcheck", str(HEALTHCHECK_SECONDS)]
     try:
