@@ -87,7 +87,9 @@ def connection_refusal(settings: Settings) -> str | None:
     )
     dsn = (settings.database_url or "").replace("postgresql+psycopg://", "postgresql://")
     try:
-        with psycopg.connect(dsn, connect_timeout=5, application_name="mnemoflow.gateway.launcher") as conn:
+        with psycopg.connect(
+            dsn, autocommit=True, connect_timeout=5, application_name="mnemoflow.gateway.launcher"
+        ) as conn:
             max_connections = int(_show(conn, "max_connections"))
             reserved = int(_show(conn, "superuser_reserved_connections"))
             with contextlib.suppress(psycopg.Error):  # PostgreSQL 16+: reserved for roles granted it
