@@ -124,11 +124,10 @@ def configuration(admin_url: str, redis_url: str, processes: int) -> Iterator[st
 
 def described(result: Phase) -> str:
     stats = result.stats
-    errors = stats.server_errors + sum(stats.transport.values())
-    other = {s: n for s, n in stats.statuses.items() if s >= 400}
+    refused = {s: n for s, n in stats.statuses.items() if 400 <= s < 500}
     return (
         f"{result.per_second:7.1f}/s  p95 {result.p95:7.1f} ms  ({stats.requests} requests, 5xx {stats.server_errors},"
-        f" transport errors {sum(stats.transport.values())}{', other ' + str(other) if other and not errors else ''})"
+        f" transport errors {dict(stats.transport) or 0}{', 4xx ' + str(refused) if refused else ''})"
     )
 
 
