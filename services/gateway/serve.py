@@ -25,6 +25,7 @@ import psycopg
 from prometheus_client import multiprocess
 from uvicorn.config import STARTUP_FAILURE, Config, create_ssl_context
 from uvicorn.supervisors import Multiprocess
+from uvicorn.supervisors.multiprocess import Process
 
 from shared.backpressure import ConnectionBudget
 from shared.config import OpenAccessRefused, Settings, get_settings
@@ -57,11 +58,24 @@ class Supervisor(Multiprocess):
         self.startup_failed = False
 
     def keep_subprocess_alive(self) -> None:
-        before = {process.pid: process for process in self.processes}
-        super().keep_subprocess_alive()
-        for pid, process in before.items():
-            if process not in self.processes and pid is not None:
-                multiprocess.mark_process_dead(pid)
+        before = list(self.processes)
+        super().keep_subprocess_alive()  # a dead process replaced, or the start-up failure that stops everything
+        self._mark_gone(before)
+
+    def restart_all(self) -> None:  # SIGHUP
+        before = list(self.processes)
+        super().restart_all()
+        self._mark_gone(before)
+
+    def handle_ttou(self) -> None:  # one process fewer
+        before = list(self.processes)
+        super().handle_ttou()
+        self._mark_gone(before)
+
+    def _mark_gone(self, before: list[Process]) -> None:
+        for process in before:
+            if process not in self.processes and process.pid is not None:
+                multiprocess.mark_process_dead(process.pid)
                 self.startup_failed = self.startup_failed or process.exitcode == STARTUP_FAILURE
 
     def join_all(self) -> None:
