@@ -90,14 +90,15 @@ class Supervisor(Multiprocess):
             sys.exit(STARTUP_FAILURE)
 
 
-def connection_refusal(settings: Settings) -> str | None:
-    """Why the gateway's processes would not fit in the database's connections, or None (also when the database
-    cannot be asked now: the processes then report that themselves)."""
+def connection_refusal(settings: Settings, worker_processes: int = 0) -> str | None:
+    """Why the gateway's processes (and `worker_processes` worker processes beside them) would not fit in the
+    database's connections, or None (also when the database cannot be asked now: the processes then say so)."""
     limits = settings.database_limits
     budget = ConnectionBudget(
         gateway_processes=settings.gateway_processes,
         gateway_pool=limits.gateway_pool_size,
         fulltext_threads=settings.retrieval.parallel_threads,
+        worker_processes=worker_processes,
     )
     dsn = (settings.database_url or "").replace("postgresql+psycopg://", "postgresql://")
     try:
@@ -126,9 +127,10 @@ def metrics_directory(settings: Settings) -> tuple[Path, bool]:
     return shared_metrics.use_directory(Path(tempfile.mkdtemp(prefix="mnemoflow-gateway-metrics-"))), True
 
 
-def serve(uvicorn_args: list[str], workers: int | None) -> int:
+def serve(uvicorn_args: list[str], workers: int | None, worker_processes: int = 0) -> int:
     """Run the gateway under uvicorn's command line (`uvicorn_args`: its options, UVICORN_* variables read too)
-    until it is stopped; the exit code."""
+    until it is stopped; the exit code. `worker_processes`: the Celery processes beside it on the same database,
+    counted with its own connections."""
     settings = get_settings()
     if workers is not None:
         settings = settings.model_copy(update={"gateway_workers": workers})
@@ -138,7 +140,7 @@ def serve(uvicorn_args: list[str], workers: int | None) -> int:
     except OpenAccessRefused as exc:
         log.error("%s", exc)
         return STARTUP_FAILURE
-    refusal = connection_refusal(settings)
+    refusal = connection_refusal(settings, worker_processes)
     if refusal:
         log.error("refusing to start the gateway: %s", refusal)
         return STARTUP_FAILURE
@@ -170,8 +172,14 @@ def main(argv: list[str] | None = None) -> None:
         description="Run the Mnemoflow gateway; other options are uvicorn's (e.g. --host, --port, --log-level)."
     )
     parser.add_argument("--workers", type=int, default=None, help="processes [MNEMOFLOW_GATEWAY_WORKERS]")
+    parser.add_argument(
+        "--beside-worker-processes",
+        type=int,
+        default=0,
+        help="Celery processes on the same database, counted with the gateway's connections [0]",
+    )
     args, uvicorn_args = parser.parse_known_args(argv)
-    sys.exit(serve(uvicorn_args, args.workers))
+    sys.exit(serve(uvicorn_args, args.workers, args.beside_worker_processes))
 
 
 if __name__ == "__main__":

@@ -105,12 +105,20 @@ def test_a_killed_process_is_replaced_and_its_counts_stay(two_processes, tenant)
     assert requests_counted(base, ROUTE) == 10
 
 
-def test_more_connections_than_postgresql_allows_refuse_to_start(servers, tmp_path: Path):
-    env = service_env(servers, MNEMOFLOW_GATEWAY_WORKERS="64", MNEMOFLOW_GATEWAY_POOL_SIZE="100")
+@pytest.mark.parametrize(
+    ("settings", "beside", "named"),
+    [
+        ({"MNEMOFLOW_GATEWAY_WORKERS": "64", "MNEMOFLOW_GATEWAY_POOL_SIZE": "100"}, 0, "64 gateway processes"),
+        ({"MNEMOFLOW_GATEWAY_WORKERS": "1"}, 30, "30 worker processes"),  # mnemoflow up's worker and sweeper
+    ],
+)
+def test_more_connections_than_postgresql_allows_refuse_to_start(servers, tmp_path: Path, settings, beside, named):
+    env = service_env(servers, **settings)
     log_path = tmp_path / "gateway.log"
-    with running(gateway_command(host="127.0.0.1", port=free_port()), env, log_path) as launcher:
+    command = gateway_command(host="127.0.0.1", port=free_port(), beside_worker_processes=beside)
+    with running(command, env, log_path) as launcher:
         code = launcher.wait(timeout=60)
     log = log_path.read_text()
     assert code != 0, log
-    assert "refusing to start the gateway" in log and "max_connections" in log, log
+    assert "refusing to start the gateway" in log and "max_connections" in log and named in log, log
     assert "MNEMOFLOW_GATEWAY_WORKERS" in log and "MNEMOFLOW_GATEWAY_POOL_SIZE" in log, log
