@@ -189,8 +189,16 @@ def plain_dsn(url: str) -> str:
 
 
 @contextlib.contextmanager
-def stack(database_url: str, redis_url: str, *, concurrency: int = 2, log_dir: Path | None = None) -> Iterator[str]:
+def stack(
+    database_url: str,
+    redis_url: str,
+    *,
+    concurrency: int = 2,
+    log_dir: Path | None = None,
+    gateway_workers: int | None = 1,
+) -> Iterator[str]:
     """Gateway + one worker on every queue, as child processes; yields the gateway URL once both are ready.
+    `gateway_workers`: the gateway's processes (None: MNEMOFLOW_GATEWAY_WORKERS or its default).
 
     Ready means the worker answers a ping, and then that the stack has gone quiet: a worker still starting
     (imports, forking its pool, each pool process's ingest sandbox importing the parsers, ~2 s of CPU each
@@ -214,7 +222,7 @@ def stack(database_url: str, redis_url: str, *, concurrency: int = 2, log_dir: P
                 "worker",
                 worker_command(concurrency=concurrency, name=worker_name, log_level="WARNING", quiet_startup=True),
             ),
-            ("gateway", gateway_command(host="127.0.0.1", port=port, log_level="warning")),
+            ("gateway", gateway_command(host="127.0.0.1", port=port, log_level="warning", workers=gateway_workers)),
         ):
             log = open(log_dir / f"{name}.log", "wb")  # noqa: SIM115
             procs.append(

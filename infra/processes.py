@@ -56,19 +56,18 @@ def sweeper_command(*, name: str | None = None, log_level: str = "INFO", quiet_s
 WORK_QUEUES: tuple[str, ...] = tuple(q for q in ALL_QUEUES if q != Queue.SWEEP)
 
 
-def gateway_command(*, host: str, port: int, log_level: str = "info") -> list[str]:
-    """`python -m` arguments for the gateway under uvicorn."""
-    return [
-        "uvicorn",
-        "services.gateway.app:create_app",
-        "--factory",
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--log-level",
-        log_level.lower(),
-    ]
+def gateway_command(
+    *, host: str, port: int, log_level: str = "info", workers: int | None = None, beside_worker_processes: int = 0
+) -> list[str]:
+    """`python -m` arguments for the gateway under uvicorn (services/gateway/serve.py), as `workers` processes
+    (default: MNEMOFLOW_GATEWAY_WORKERS, or one per usable core up to 4). `beside_worker_processes`: the Celery
+    processes on the same database, which the gateway counts with its own connections before it starts."""
+    args = ["services.gateway.serve", "--host", host, "--port", str(port), "--log-level", log_level.lower()]
+    if workers is not None:
+        args += ["--workers", str(workers)]
+    if beside_worker_processes:
+        args += ["--beside-worker-processes", str(beside_worker_processes)]
+    return args
 
 
 def _log_tail(log_path: Path | None) -> str:

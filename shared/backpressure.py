@@ -77,5 +77,66 @@ class DatabaseLimits:
     worker: Timeouts = Timeouts(statement_ms=300_000, lock_ms=60_000)  # every process but the gateway
     # decay and merge transactions: longer, within a task's time limit (MNEMOFLOW_TASK_TIME_LIMIT_SECONDS, 15 min)
     maintenance: Timeouts = Timeouts(statement_ms=600_000, lock_ms=300_000)
-    gateway_pool_size: int = 15  # connections kept, and as many again on demand
+    gateway_pool_size: int = 15  # per gateway process: connections kept, and as many again on demand
     gateway_pool_timeout_seconds: float = 10.0  # a request waiting longer for a connection is answered 503
+
+
+# The gateway's request pool with one process (MNEMOFLOW_GATEWAY_POOL_SIZE unset); with N processes each keeps its
+# share, never fewer than GATEWAY_POOL_FLOOR: N processes split the same requests, not N times as many.
+SINGLE_GATEWAY_POOL = DatabaseLimits.gateway_pool_size
+GATEWAY_POOL_FLOOR = 5
+MAX_DEFAULT_GATEWAY_WORKERS = 4
+# Connections each process may hold besides its request pool (services/gateway/app.py, workers/app.py).
+GATEWAY_STORE_WIDE_CONNECTIONS = 4  # the gateway's maintenance-role pool: 2 kept, 2 on demand
+WORKER_PROCESS_CONNECTIONS = 8  # a worker pool process: the app role's 2 + 2 and the maintenance role's 2 + 2
+CONNECTION_HEADROOM = 10  # migrations, a backup, psql, start-up checks: never counted by any pool
+
+
+def default_gateway_workers(cores: int) -> int:
+    """Gateway processes when MNEMOFLOW_GATEWAY_WORKERS is unset: one per core, at most four."""
+    return max(1, min(cores, MAX_DEFAULT_GATEWAY_WORKERS))
+
+
+def gateway_pool_for(workers: int) -> int:
+    """A gateway process's request pool when MNEMOFLOW_GATEWAY_POOL_SIZE is unset: one process's pool shared out."""
+    return max(GATEWAY_POOL_FLOOR, math.ceil(SINGLE_GATEWAY_POOL / max(1, workers)))
+
+
+@dataclass(frozen=True)
+class ConnectionBudget:
+    """The most connections the processes can open at once, against what PostgreSQL allows.
+
+    gateway processes × (2 × pool + full-text threads + store-wide) + worker processes × 8 + headroom."""
+
+    gateway_processes: int
+    gateway_pool: int
+    fulltext_threads: int
+    worker_processes: int = 0
+
+    @property
+    def per_gateway(self) -> int:
+        return 2 * self.gateway_pool + self.fulltext_threads + GATEWAY_STORE_WIDE_CONNECTIONS
+
+    @property
+    def total(self) -> int:
+        gateways = self.gateway_processes * self.per_gateway
+        return gateways + self.worker_processes * WORKER_PROCESS_CONNECTIONS + CONNECTION_HEADROOM
+
+    def refusal(self, max_connections: int, reserved: int) -> str | None:
+        """Why the configuration cannot fit a server of `max_connections` (`reserved` of them for superusers), or
+        None when it fits."""
+        available = max_connections - reserved
+        if self.total <= available:
+            return None
+        workers = (
+            f" + {self.worker_processes} worker processes × {WORKER_PROCESS_CONNECTIONS}"
+            if self.worker_processes
+            else ""
+        )
+        return (
+            f"{self.gateway_processes} gateway processes × (2 × {self.gateway_pool} pooled + {self.fulltext_threads} "
+            f"full-text + {GATEWAY_STORE_WIDE_CONNECTIONS} store-wide){workers} + {CONNECTION_HEADROOM} headroom = "
+            f"{self.total} connections, but PostgreSQL allows {available} (max_connections {max_connections} - "
+            f"{reserved} reserved). Lower MNEMOFLOW_GATEWAY_WORKERS or MNEMOFLOW_GATEWAY_POOL_SIZE, or raise the "
+            "server's max_connections (docs/scaling.md#connections)"
+        )

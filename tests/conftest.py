@@ -134,6 +134,8 @@ def service_env(servers: dict[str, str], **extra: str) -> dict[str, str]:
         # (tests serve pages from it), while every other private address, 127.0.0.1 included, stays refused.
         "MNEMOFLOW_INGEST_MAX_BYTES": str(2 * 1024 * 1024),
         "MNEMOFLOW_INGEST_ALLOWED_NETWORKS": "127.0.0.2/32",
+        # One gateway process unless a test asks for more; MNEMOFLOW_TEST_GATEWAY_WORKERS=2 runs a suite through two.
+        "MNEMOFLOW_GATEWAY_WORKERS": os.environ.get("MNEMOFLOW_TEST_GATEWAY_WORKERS", "1"),
         "PYTHONUNBUFFERED": "1",
         **extra,
     }
@@ -184,7 +186,8 @@ def worker(servers: dict[str, str], settings: Settings, tmp_path_factory: pytest
 
 @pytest.fixture(scope="session")
 def gateway(servers: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The gateway under uvicorn on a free port; yields its base URL."""
+    """The gateway under uvicorn on a free port (MNEMOFLOW_TEST_GATEWAY_WORKERS processes, 1 by default); yields
+    its base URL."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("logs") / "gateway.log"
     with running(gateway_command(host="127.0.0.1", port=port), service_env(servers), log_path) as proc:

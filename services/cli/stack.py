@@ -153,7 +153,14 @@ class Stack:
         if self.with_beat:
             schedule = str(self.data_dir / "celerybeat-schedule")
             self.spawn("beat", ["celery", "-A", "workers.app", "beat", "--loglevel", s.log_level, "-s", schedule], 10)
-        self.spawn("gateway", gateway_command(host=s.host, port=s.port, log_level=s.log_level), grace=10)
+        # MNEMOFLOW_GATEWAY_WORKERS processes; their metrics files beside the workers' (docs/scaling.md#many-clients)
+        metrics_dir = s.gateway_metrics_dir or self.data_dir / "metrics" / "gateway"
+        gateway_metrics = {"MNEMOFLOW_GATEWAY_METRICS_DIR": str(metrics_dir)}
+        # The worker's processes and the sweeper's share the database: the gateway counts their connections too.
+        command = gateway_command(
+            host=s.host, port=s.port, log_level=s.log_level, beside_worker_processes=s.worker_concurrency + 1
+        )
+        self.spawn("gateway", command, grace=10, env=gateway_metrics)
         if self.with_flower:
             # Flower has no authentication: loopback only, whatever HOST the gateway listens on.
             flower = ["celery", "-A", "workers.app", "flower", f"--port={s.flower_port}", f"--address={FLOWER_HOST}"]

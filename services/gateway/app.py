@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -37,6 +38,7 @@ from shared.embedding.cache import CachedEmbedder
 from shared.embedding.factory import create_embedder, create_sector_embedders
 from shared.logs import configure_logging
 from shared.memory.engine import MemoryEngine
+from shared.monitoring import metrics as shared_metrics
 from shared.queueing import make_celery
 from shared.retrieval.hot_rows import HotRowCache
 from shared.retrieval.service import Retriever
@@ -98,7 +100,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 id(provider), CachedEmbedder(provider, redis_client, ttl_seconds=ttl) if ttl else provider
             )
         row_ttl = settings.hot_row_cache_ttl_seconds
-        row_cache = HotRowCache(redis_client, ttl_seconds=row_ttl) if row_ttl else None
+        row_cache = (
+            HotRowCache(redis_client, ttl_seconds=row_ttl, on_lookup=metrics.hot_row_lookups) if row_ttl else None
+        )
         aftermath = QueryAftermath(  # writes through the state below, which holds it
             lambda batch: write_batch(app.state.mnemoflow, batch), interval=settings.query_aftermath_interval_ms / 1000
         )
@@ -119,12 +123,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             lexical_db=lexical_db,
         )
         document_counts = metrics.DocumentsCollector(store_wide)
-        REGISTRY.register(document_counts)
         tier_counts = metrics.TiersCollector(store_wide)
-        REGISTRY.register(tier_counts)
-        cache_counts = metrics.HotRowCacheCollector(row_cache) if row_cache else None
-        if cache_counts:
-            REGISTRY.register(cache_counts)
+        if shared_metrics.MULTIPROC_ENV in os.environ:
+            # One of several processes (services/gateway/serve.py): /metrics sums every process's files.
+            app.state.metrics_registry = shared_metrics.registry(document_counts, tier_counts)
+        else:
+            REGISTRY.register(document_counts)
+            REGISTRY.register(tier_counts)
+            app.state.metrics_registry = REGISTRY
         # What start-up built lives as long as the process: out of the collector's sight, a full collection
         # scans only what requests leave behind (measured: one full collection stalled a query 40 ms).
         gc.freeze()
@@ -133,10 +139,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             aftermath.close()  # the last queries' bookkeeping, before the connections go
-            REGISTRY.unregister(document_counts)
-            REGISTRY.unregister(tier_counts)
-            if cache_counts:
-                REGISTRY.unregister(cache_counts)
+            if app.state.metrics_registry is REGISTRY:
+                REGISTRY.unregister(document_counts)
+                REGISTRY.unregister(tier_counts)
             db.dispose()
             if lexical_db:
                 lexical_db.dispose()

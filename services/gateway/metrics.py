@@ -1,4 +1,10 @@
-"""Prometheus metrics of the gateway, served at /metrics."""
+"""Prometheus metrics of the gateway, served at /metrics.
+
+The gateway may run as several processes (services/gateway/serve.py): each then writes its values into files of
+its own and /metrics sums every process's (prometheus_client's multiprocess mode, shared/monitoring/metrics.py).
+So every value is a Counter or a Histogram; what is read from the store at scrape time (documents, tiers) comes
+from collectors, whichever process answers. Gauges would need a `multiprocess_mode`: there are none.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,9 @@ import time
 from collections.abc import Iterator
 
 from prometheus_client import Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily
 
 from shared.db import Database
-from shared.retrieval.hot_rows import HotRowCache
 from shared.storage import documents as document_store
 from shared.storage import memories as memory_store
 from shared.text import opaque_label
@@ -40,6 +45,21 @@ ENQUEUE_FAILURES = Counter(
     "mnemoflow_enqueue_failures_total",
     "Tasks that could not be sent to the broker (the sweeper re-sends them)",
 )
+HOT_ROW_LOOKUPS = Counter(
+    "mnemoflow_hot_row_cache_lookups", "Hot-tier row payload lookups by outcome (hit: Redis had it)", ["outcome"]
+)
+for _outcome in ("hit", "miss"):  # exported from the start, at 0
+    HOT_ROW_LOOKUPS.labels(_outcome)
+
+
+def hot_row_lookups(hits: int, misses: int) -> None:
+    """Count one lookup of the hot-row cache (shared/retrieval/hot_rows.py)."""
+    if hits:
+        HOT_ROW_LOOKUPS.labels("hit").inc(hits)
+    if misses:
+        HOT_ROW_LOOKUPS.labels("miss").inc(misses)
+
+
 RATE_LIMITED = Counter("mnemoflow_rate_limited_total", "Requests refused with 429, by quota", ["quota"])
 RATE_LIMIT_UNCHECKED = Counter(
     "mnemoflow_rate_limit_unchecked_total",
@@ -125,23 +145,4 @@ class TiersCollector:
         yield family
 
     def describe(self) -> list[GaugeMetricFamily]:
-        return []
-
-
-class HotRowCacheCollector:
-    """`mnemoflow_hot_row_cache_lookups_total{outcome}`: hot-tier payload lookups of this gateway's queries
-    that the Redis cache answered (hit) or left to PostgreSQL (miss)."""
-
-    def __init__(self, cache: HotRowCache) -> None:
-        self.cache = cache
-
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily(
-            "mnemoflow_hot_row_cache_lookups", "Hot-tier row payload lookups by outcome", labels=["outcome"]
-        )
-        family.add_metric(["hit"], self.cache.hits)
-        family.add_metric(["miss"], self.cache.misses)
-        yield family
-
-    def describe(self) -> list[CounterMetricFamily]:
         return []

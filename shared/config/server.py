@@ -3,6 +3,7 @@ and database time limits."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -10,7 +11,14 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
 from shared.api.common import check_user_id
-from shared.backpressure import Bucket, DatabaseLimits, RateLimits, Timeouts
+from shared.backpressure import (
+    Bucket,
+    DatabaseLimits,
+    RateLimits,
+    Timeouts,
+    default_gateway_workers,
+    gateway_pool_for,
+)
 from shared.config.parsing import env, normalize_database_url, pairs
 from shared.memory.limits import InputLimits
 from shared.restarts import RestartPolicy
@@ -85,7 +93,12 @@ class ServerSettings(BaseModel):
     worker_lock_timeout_ms: int = Field(default=_DB.worker.lock_ms, ge=0)
     maintenance_statement_timeout_ms: int = Field(default=_DB.maintenance.statement_ms, ge=0)
     maintenance_lock_timeout_ms: int = Field(default=_DB.maintenance.lock_ms, ge=0)
-    gateway_pool_size: int = Field(default=_DB.gateway_pool_size, ge=1, le=500)
+    # Per gateway process; unset: 15 with one process, its share with several (docs/scaling.md#connections).
+    gateway_pool_size: int | None = Field(default=None, ge=1, le=500)
+    # Gateway processes (uvicorn workers, services/gateway/serve.py); unset: one per usable core, at most 4.
+    gateway_workers: int | None = Field(default=None, ge=1, le=64)
+    # Where the gateway's processes keep their Prometheus files (emptied at each start); unset: a temporary directory.
+    gateway_metrics_dir: Path | None = None
     gateway_pool_timeout_seconds: float = Field(default=_DB.gateway_pool_timeout_seconds, gt=0)
 
     @field_validator("api_keys", mode="before")
@@ -175,11 +188,24 @@ class ServerSettings(BaseModel):
         )
 
     @property
+    def gateway_processes(self) -> int:
+        """How many gateway processes serve requests: MNEMOFLOW_GATEWAY_WORKERS, or one per usable core, at most 4."""
+        return self.gateway_workers or default_gateway_workers(usable_cores())
+
+    @property
     def database_limits(self) -> DatabaseLimits:
         return DatabaseLimits(
             gateway=Timeouts(self.gateway_statement_timeout_ms, self.gateway_lock_timeout_ms),
             worker=Timeouts(self.worker_statement_timeout_ms, self.worker_lock_timeout_ms),
             maintenance=Timeouts(self.maintenance_statement_timeout_ms, self.maintenance_lock_timeout_ms),
-            gateway_pool_size=self.gateway_pool_size,
+            gateway_pool_size=self.gateway_pool_size or gateway_pool_for(self.gateway_processes),
             gateway_pool_timeout_seconds=self.gateway_pool_timeout_seconds,
         )
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's cpuset, taskset), else all of them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

@@ -4,8 +4,8 @@ A prefork Celery worker runs its tasks in several pool processes with memories o
 memory would be each process's, and a scrape would reach only one of them. In prometheus_client's multiprocess
 mode each process writes its values into files of its own in one directory, and the endpoint sums every file
 (`MultiProcessCollector`), a dead process's included, so nothing it counted is lost. The workers use this
-(workers/metrics.py); a gateway run as several uvicorn processes can use the same calls: `use_directory` before
-its workers fork, `registry` and `serve` (or its own route) in the process that answers scrapes.
+(workers/metrics.py), and so does the gateway run as several uvicorn processes (services/gateway/serve.py calls
+`use_directory` before they start; each process's lifespan builds the `registry` its /metrics route reads).
 
 Queue depths are read from the broker when scraped (one pipelined round trip), not counted by the tasks.
 """

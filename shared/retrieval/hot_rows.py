@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -33,12 +33,20 @@ def cacheable(row: Mapping[str, Any]) -> bool:
 
 
 class HotRowCache:
-    def __init__(self, client: redis.Redis, *, ttl_seconds: int, prefix: str = "mnemoflow:row") -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        ttl_seconds: int,
+        prefix: str = "mnemoflow:row",
+        on_lookup: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.client = client
         self.ttl_seconds = ttl_seconds
         self.prefix = prefix
         self.hits = 0
         self.misses = 0
+        self.on_lookup = on_lookup  # called with each lookup's hits and misses (the gateway's metrics)
 
     def key(self, tenant: str, memory_id: uuid.UUID, version: int) -> str:
         # the tenant in braces (a user id has none), so its entries can be found and erased with it
@@ -63,6 +71,8 @@ class HotRowCache:
                 found[row["id"]] = payload
         self.hits += len(found)
         self.misses += len(wanted) - len(found)
+        if self.on_lookup is not None:
+            self.on_lookup(len(found), len(wanted) - len(found))
         return found
 
     def put(self, rows: Sequence[Mapping[str, Any]]) -> int:

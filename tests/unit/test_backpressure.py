@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from shared.backpressure import Bucket, DatabaseLimits, Quota, RateLimits, Timeouts
+from shared.backpressure import (
+    Bucket,
+    ConnectionBudget,
+    DatabaseLimits,
+    Quota,
+    RateLimits,
+    Timeouts,
+    default_gateway_workers,
+    gateway_pool_for,
+)
 from shared.config import Settings
 
 
@@ -26,8 +35,25 @@ def test_the_default_buckets_leave_heavy_ordinary_use_alone():
 
 
 def test_the_settings_give_the_groups_with_the_defaults_declared_in_their_dataclasses():
-    s = Settings(_env_file=None)
+    s = Settings(_env_file=None, gateway_workers=1)  # one gateway process: today's pool
     assert s.rate_limits == RateLimits() and s.database_limits == DatabaseLimits()
+
+
+def test_gateway_processes_default_to_the_cores_up_to_four_and_share_one_process_pool():
+    assert [default_gateway_workers(cores) for cores in (1, 2, 3, 4, 16)] == [1, 2, 3, 4, 4]
+    assert [gateway_pool_for(workers) for workers in (1, 2, 3, 4, 8)] == [15, 8, 5, 5, 5]
+    s = Settings(_env_file=None, gateway_workers=3)
+    assert s.gateway_processes == 3 and s.database_limits.gateway_pool_size == 5
+    assert Settings(_env_file=None, gateway_workers=3, gateway_pool_size=9).database_limits.gateway_pool_size == 9
+
+
+def test_the_connection_budget_counts_every_pool_and_names_what_to_change():
+    budget = ConnectionBudget(gateway_processes=4, gateway_pool=5, fulltext_threads=16, worker_processes=3)
+    assert budget.per_gateway == 2 * 5 + 16 + 4 and budget.total == 4 * 30 + 3 * 8 + 10
+    assert budget.refusal(max_connections=200, reserved=3) is None
+    refusal = budget.refusal(max_connections=100, reserved=3)
+    assert refusal is not None and "154 connections" in refusal and "allows 97" in refusal
+    assert "MNEMOFLOW_GATEWAY_WORKERS" in refusal and "MNEMOFLOW_GATEWAY_POOL_SIZE" in refusal
 
 
 def test_the_groups_read_their_environment_names(monkeypatch):

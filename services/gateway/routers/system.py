@@ -10,7 +10,7 @@ import redis
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from sqlalchemy.orm import Session
 
 from services.gateway.deps import CallerDep, PrincipalDep, StateDep, WorkDep, require_operator
@@ -166,8 +166,10 @@ OPERATOR = [Depends(require_operator)]
 
 
 @router.get("/metrics", include_in_schema=False, dependencies=OPERATOR)
-def prometheus_metrics() -> Response:
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+def prometheus_metrics(request: Request) -> Response:
+    # Several gateway processes: the lifespan's registry sums every process's files (services/gateway/app.py).
+    registry = getattr(request.app.state, "metrics_registry", REGISTRY)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/openapi.json", include_in_schema=False, dependencies=OPERATOR)
