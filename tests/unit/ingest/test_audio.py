@@ -17,6 +17,13 @@ def words(text: str) -> set[str]:
     return set(re.findall(r"[a-z]+", text.lower()))
 
 
+def assert_heard(text: str) -> None:
+    """Word accuracy on eSpeak's robotic voice, not just "something came out": tiny.en gets ~15 of SPEECH's 16
+    words, but which one it misses varies (once "lazy" through an MP3); three quarters is the floor."""
+    said, heard = words(samples.SPEECH), words(text)
+    assert len(said & heard) >= 0.75 * len(said), text
+
+
 def test_the_model_ships_as_a_local_directory() -> None:
     assert {"model.bin", "config.json", "tokenizer.json"} <= {p.name for p in model_dir().iterdir()}
 
@@ -24,10 +31,7 @@ def test_the_model_ships_as_a_local_directory() -> None:
 def test_speech_is_transcribed_into_timed_segments(speech_wav: Path) -> None:
     extracted = extract_document(speech_wav, "audio/wav")
     assert extracted.format is Format.WAV
-    # Word accuracy on eSpeak's robotic voice, not just "something came out": tiny.en gets ~15 of these 16
-    # words (it sometimes hears "brown fox" as "round-fark"); three quarters is the floor.
-    said, heard = words(samples.SPEECH), words(extracted.text)
-    assert len(said & heard) >= 0.75 * len(said), extracted.text
+    assert_heard(extracted.text)  # it sometimes hears "brown fox" as "round-fark"
     for segment in extracted.elements:
         assert segment.kind == "Transcript"
         assert 0 <= segment.metadata["start"] < segment.metadata["end"] <= extracted.metadata["duration_s"] + 0.5
@@ -40,14 +44,14 @@ def test_compressed_audio_is_decoded_through_pyav(speech_wav: Path, tmp_path: Pa
     clip = samples.reencode(speech_wav, tmp_path / f"speech.{container}", container)
     extracted = extract_document(clip)
     assert extracted.format is Format(container)
-    assert {"lazy", "dog", "memory", "documents"} <= words(extracted.text)
+    assert_heard(extracted.text)
 
 
 def test_video_is_transcribed_from_its_audio_track(speech_wav: Path, tmp_path: Path) -> None:
     video = samples.reencode(speech_wav, tmp_path / "talk.mp4", "mp4")
     extracted = extract_document(video, "video/mp4")
     assert extracted.metadata["has_video"] is True
-    assert {"lazy", "dog", "memory", "documents"} <= words(extracted.text)
+    assert_heard(extracted.text)
 
 
 def test_a_video_without_audio_is_a_clear_error(speech_wav: Path, tmp_path: Path) -> None:
