@@ -76,15 +76,17 @@ def _tsquery_literal(lexeme: str) -> str:
 def lexical_candidates(
     session: Session, user_id: str, query: str, *, limit: int, where: MemoryFilter, params: LexicalParams
 ) -> list[tuple[uuid.UUID, float]]:
-    """Full-text candidates scored like BM25 with the tenant's document frequencies, best first.
+    """Full-text candidates scored like BM25 with the tenant's document frequencies, best first (`lexical_plan`)."""
+    plan = lexical_plan(term_stats(session, user_id, query, params), user_id, limit=limit, where=where, params=params)
+    if plan is None:
+        return []
+    rows = read_rows(session, *plan)
+    return [(r.id, float(r.score)) for r in rows]
 
-    Lucene's IDF, ln(1 + (N - df + 0.5) / (df + 0.5)), stays positive on tiny stores (no small-corpus
-    collapse); a term's frequency in the memory saturates by k1, normalised by the memory's length (its
-    distinct lexemes against the tenant's average).
-    Only rare terms select candidates (Elasticsearch's common-terms cutoff), so a query with a word in
-    half the store does not rank half the store; every query term still adds to the score.
-    """
-    rows = read_rows(
+
+def term_stats(session: Session, user_id: str, query: str, params: LexicalParams) -> list[Any]:
+    """The query's distinct lexemes, each with the tenant's document frequency, document count and total length."""
+    return read_rows(
         session,
         """
             SELECT q.lexeme, COALESCE(ts.df, 0) AS df, tn.documents, tn.total_length
@@ -95,8 +97,22 @@ def lexical_candidates(
             """,
         {"config": params.config, "query": query, "user_id": user_id},
     )
+
+
+def lexical_plan(
+    rows: Sequence[Any], user_id: str, *, limit: int, where: MemoryFilter, params: LexicalParams
+) -> tuple[str, dict[str, Any]] | None:
+    """The full-text candidates' statement (`id`, `score`; best first, at most `limit`) and its parameters, from
+    the query's `term_stats`; None when the query has no candidates to look for.
+
+    Lucene's IDF, ln(1 + (N - df + 0.5) / (df + 0.5)), stays positive on tiny stores (no small-corpus
+    collapse); a term's frequency in the memory saturates by k1, normalised by the memory's length (its
+    distinct lexemes against the tenant's average).
+    Only rare terms select candidates (Elasticsearch's common-terms cutoff), so a query with a word in
+    half the store does not rank half the store; every query term still adds to the score.
+    """
     if not rows:
-        return []
+        return None
     lexemes = [r.lexeme for r in rows]
     df = {r.lexeme: max(int(r.df), 0) for r in rows}
     documents = max(int(rows[0].documents or 0), 0)
@@ -121,7 +137,7 @@ def lexical_candidates(
         narrowing = [t for t in lexemes if df.get(t, 0) <= n / 2] or lexemes
         expected = n * math.prod(min(df.get(t, 0), n) / n for t in narrowing)
         if cap and expected > cap:
-            return []
+            return None
         selector = " & ".join(_tsquery_literal(t) for t in narrowing)
         may_match = min(df.get(t, 0) for t in narrowing)
         read_cap = cap if cap and may_match > cap else 0
@@ -158,23 +174,17 @@ def lexical_candidates(
             bind["window"] = params.rescore_window
     else:
         score_sql = once_sql
-    rows = read_rows(
-        session,
-        f"""
+    statement = f"""
             SELECT m.id, {score_sql} AS score
             FROM ({matching}) AS m
             ORDER BY score DESC, m.id
             LIMIT :limit
-            """,
-        bind
-        | filter_params
-        | {
-            "user_id": user_id,
-            "selector": selector,
-            "limit": limit,
-            "k1": params.k1,
-            "b": params.b,
-            "avg_length": max(avg_length, 1.0),
-        },
-    )
-    return [(r.id, float(r.score)) for r in rows]
+            """
+    return statement, bind | filter_params | {
+        "user_id": user_id,
+        "selector": selector,
+        "limit": limit,
+        "k1": params.k1,
+        "b": params.b,
+        "avg_length": max(avg_length, 1.0),
+    }
