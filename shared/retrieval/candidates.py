@@ -27,7 +27,7 @@ from shared.retrieval.lexical import LexicalParams
 from shared.retrieval.params import RetrievalParams
 from shared.retrieval.temporal import Period, query_period
 from shared.storage import bm25, search
-from shared.storage.candidates import fused_with_links
+from shared.storage.candidates import fused_with_links, prelude
 from shared.storage.rows import SectorVector
 from shared.storage.search import FetchedLinks
 from shared.storage.sector_models import per_sector
@@ -148,10 +148,10 @@ class CandidateSearch:
     def _prelude(
         self, session: Session, ask: Ask, sectors: Sequence[str], dims: Sequence[int]
     ) -> tuple[list[Any], set[tuple[str, int]]]:
-        """The query terms' statistics (full text on) and the compressed rungs among `dims` the tenant has."""
-        terms = bm25.term_stats(session, ask.user_id, ask.text, self.lexical) if ask.options.lexical else []
-        present = search.compressed_rungs(session, ask.user_id, sectors, dims) if dims else set()
-        return terms, present
+        """The query terms' statistics (full text on) and the compressed rungs among `dims` the tenant has, in one
+        round trip."""
+        text = ask.text if ask.options.lexical else None
+        return prelude(session, ask.user_id, text, self.lexical.config, sectors, dims)
 
     def _prelude_beside(
         self, side_session: SessionFactory, ask: Ask, sectors: Sequence[str], dims: Sequence[int]

@@ -86,17 +86,17 @@ def lexical_candidates(
 
 def term_stats(session: Session, user_id: str, query: str, params: LexicalParams) -> list[Any]:
     """The query's distinct lexemes, each with the tenant's document frequency, document count and total length."""
-    return read_rows(
-        session,
-        """
+    return read_rows(session, TERM_STATS_SQL, {"config": params.config, "query": query, "user_id": user_id})
+
+
+# `term_stats`' statement, the lexemes in order
+TERM_STATS_SQL = """
             SELECT q.lexeme, COALESCE(ts.df, 0) AS df, tn.documents, tn.total_length
             FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector(CAST(:config AS regconfig), :query))) AS q
             LEFT JOIN term_stats ts ON ts.user_id = :user_id AND ts.lexeme = q.lexeme
             LEFT JOIN tenant_stats tn ON tn.user_id = :user_id
             ORDER BY q.lexeme
-            """,
-        {"config": params.config, "query": query, "user_id": user_id},
-    )
+            """
 
 
 def lexical_plan(

@@ -16,16 +16,50 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from shared.db import read_rows
+from shared.storage import bm25, search
 from shared.storage.rows import MemoryFilter, SectorVector
 from shared.storage.search import FetchedLinks, dense_plan, links_of, links_sql
 
 HIT_COLUMNS = ("lexical_rank", "lexical_score", "dense_rank", "dense_similarity", "rrf_score")
+# The payload (`search.fetch_payloads`' columns) comes with the hits the hot-row cache does not keep (those not both
+# hot and uncompressed: shared.retrieval.hot_rows.cacheable), so that returning them takes no round trip more.
+CARRIED = "f.id IS NOT NULL AND NOT (m.tier = 'hot' AND m.compression = 'full')"
+PAYLOAD_COLUMNS = ", ".join(
+    f"CASE WHEN {CARRIED} THEN m.{column} END AS payload_{column}"
+    for column in ("content", "summary", "meta", "document_id")
+)
+
+
+def prelude(
+    session: Session, user_id: str, query: str | None, config: str, sectors: Sequence[str], dims: Sequence[int]
+) -> tuple[list[Any], set[tuple[str, int]]]:
+    """What the one statement needs to be written, in one round trip: `bm25.term_stats` of `query` (None: no full
+    text) and `search.compressed_rungs` among `dims`."""
+    parts, params = [], {"user_id": user_id}
+    if query is not None:
+        parts.append(
+            "SELECT lexeme, df, documents, total_length, CAST(NULL AS text) AS sector, CAST(NULL AS integer) AS dim, "
+            f"row_number() OVER (ORDER BY lexeme) AS n FROM ({bm25.TERM_STATS_SQL}) AS terms"
+        )
+        params |= {"config": config, "query": query}
+    if dims:
+        parts.append(
+            "SELECT CAST(NULL AS text) AS lexeme, CAST(NULL AS bigint) AS df, CAST(NULL AS bigint) AS documents, "
+            "CAST(NULL AS bigint) AS total_length, sector, dim, CAST(NULL AS bigint) AS n "
+            f"FROM ({search.rungs_sql(sectors, dims)}) AS rungs"
+        )
+    if not parts:
+        return [], set()
+    rows = read_rows(session, " UNION ALL ".join(f"({part})" for part in parts), params)
+    terms = sorted((r for r in rows if r.n is not None), key=lambda r: r.n)  # in the lexemes' order
+    return terms, {(r.sector, int(r.dim)) for r in rows if r.sector is not None}
 
 
 @dataclass
 class FusedHits:
     """What the combined statement read: the fused hits (best first, with their ranks and scores), the best
-    full-text score, and the hits' rows and links as `fetch_with_links` gives them."""
+    full-text score, and the hits' rows and links as `fetch_with_links` gives them (the rows of hits not kept by
+    the hot-row cache with their payload)."""
 
     hits: list[dict[str, Any]]  # id and HIT_COLUMNS, best first
     max_lexical: float
@@ -72,7 +106,8 @@ def fused_with_links(
         hit_ids="ARRAY(SELECT id FROM fused)",
         known_cosine="ARRAY(SELECT id FROM fused WHERE dense_similarity IS NOT NULL)",
         extra_columns=", f.lexical_rank, f.lexical_score, f.dense_rank, f.dense_similarity, f.rrf_score, "
-        "f.id IS NOT NULL AS hit, (SELECT max(score) FROM lexical) AS max_lexical",
+        f"f.id IS NOT NULL AS hit, (SELECT max(score) FROM lexical) AS max_lexical, {CARRIED} AS carried, "
+        + PAYLOAD_COLUMNS,
         joins=" LEFT JOIN fused f ON f.id = m.id",
     ).replace("WITH direct AS (", ", direct AS (", 1)
     statement = f"""
@@ -108,5 +143,13 @@ def fused_with_links(
         hit = {name: row.pop(name) for name in HIT_COLUMNS}
         if row.pop("hit"):
             hits.append({"id": row["id"], **hit})
+        payload = {name: row.pop(f"payload_{name}") for name in ("content", "summary", "meta", "document_id")}
+        if row.pop("carried"):  # as `fetch_payloads` gives it
+            row |= {
+                "content": payload["content"],
+                "summary": payload["summary"],
+                "metadata": payload["meta"] or {},
+                "document_id": payload["document_id"],
+            }
     hits.sort(key=lambda h: (-h["rrf_score"], str(h["id"])))
     return FusedHits(hits, max_lexical, links_of(rows, user_id))

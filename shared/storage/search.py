@@ -39,14 +39,18 @@ def compressed_rungs(
     branches cost more to plan on every query (~2.4 ms of the dense stage's ~5.5 at 100k) than this probe."""
     if not dims:
         return set()
-    probes = [
+    rows = read_rows(session, rungs_sql(sectors, dims), {"user_id": user_id})
+    return {(r.sector, int(r.dim)) for r in rows}
+
+
+def rungs_sql(sectors: Sequence[str], dims: Sequence[int]) -> str:
+    """`compressed_rungs`' statement (`sector`, `dim`; binds `user_id`); `dims` not empty."""
+    return " UNION ALL ".join(
         f"SELECT '{sector}' AS sector, {int(dim)} AS dim WHERE EXISTS "
         f"(SELECT 1 FROM memory_vectors_{sector} WHERE user_id = :user_id AND dim = {int(dim)})"
         for sector in map(validate_sector, sectors)
         for dim in dims
-    ]
-    rows = read_rows(session, " UNION ALL ".join(probes), {"user_id": user_id})
-    return {(r.sector, int(r.dim)) for r in rows}
+    )
 
 
 def dense_candidates(

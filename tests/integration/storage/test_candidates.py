@@ -11,7 +11,7 @@ from shared.api.memories import MemoryCreate
 from shared.memory.sectors import SECTORS
 from shared.retrieval.fusion import fuse
 from shared.storage import bm25, search
-from shared.storage.candidates import fused_with_links
+from shared.storage.candidates import fused_with_links, prelude
 from shared.storage.rows import MemoryFilter, SectorVector
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ def corpus(n: int) -> list[str]:
 @pytest.fixture
 def store(db, maintenance, engine, tenant):
     """A tenant's 90 memories: 60 merged into HNSW and linked, 30 in the fresh tier; some reading order and a
-    contradiction among them; a few tagged."""
+    contradiction among them; a few tagged, a few in the hot tier."""
     texts = corpus(90)
     items = [MemoryCreate(content=t, tags=["home"] if i % 7 == 0 else []) for i, t in enumerate(texts)]
     with db.session() as s:
@@ -48,6 +48,7 @@ def store(db, maintenance, engine, tenant):
     with db.session() as s:
         engine.store(s, engine.prepare(items[60:], tenant)[0], settle=False)
         ids = [r.id for r in s.execute(text("SELECT id FROM memories ORDER BY created_at, id")).all()]
+        s.execute(text("UPDATE memories SET tier = 'hot' WHERE id = ANY(:ids)"), {"ids": ids[::5]})
         for src, dst, kind in [(ids[0], ids[1], "next"), (ids[1], ids[2], "next"), (ids[3], ids[64], "contradicts")]:
             s.execute(
                 text("INSERT INTO waypoints (src_id, dst_id, user_id, kind, weight) VALUES (:a, :b, :u, :k, 0.8)"),
@@ -115,7 +116,9 @@ def test_the_one_statement_reads_what_the_stages_read_apart(
             settings=settings,
         )
         smaller = search.smaller_rungs(searched, ladder) if searched else []
-        terms = bm25.term_stats(s, tenant, query, settings.lexical)
+        terms, present = prelude(s, tenant, query, settings.lexical.config, list(searched), smaller)
+        assert [t[:4] for t in terms] == [tuple(t) for t in bm25.term_stats(s, tenant, query, settings.lexical)]
+        assert present == search.compressed_rungs(s, tenant, list(searched), smaller)
         together = fused_with_links(
             s,
             tenant,
@@ -124,12 +127,13 @@ def test_the_one_statement_reads_what_the_stages_read_apart(
             bm25.lexical_plan(terms, tenant, limit=32, where=where, params=settings.lexical) if lexical_on else None,
             limit=32,
             where=where,
-            present=search.compressed_rungs(s, tenant, list(searched), smaller) if smaller else set(),
+            present=present,
             dense_min_similarity=settings.retrieval.dense_min_similarity,
             rrf_k=settings.retrieval.rrf_k,
             max_hops=max_hops,
             ladder=ladder,
         )
+        payloads = search.fetch_payloads(s, tenant, [h["id"] for h in together.hits])
     expected = [
         (c.id, c.lexical_rank, c.lexical_score, c.dense_rank, c.dense_similarity, c.rrf_score) for c in hits.values()
     ]
@@ -139,6 +143,13 @@ def test_the_one_statement_reads_what_the_stages_read_apart(
     ]
     assert got == expected  # the same hits in the same order, with exactly the same ranks and scores
     assert together.max_lexical == max_lexical
+    hit_ids = {h["id"] for h in together.hits}
+    for memory_id, row in together.fetched.rows.items():  # hits come with their payload, unless the cache keeps it
+        carried = {name: row.pop(name) for name in ("content", "summary", "metadata", "document_id") if name in row}
+        if memory_id in hit_ids and row["tier"] != "hot":
+            assert carried == {name: payloads[memory_id][name] for name in carried} and len(carried) == 4
+        else:
+            assert not carried
     assert together.fetched.rows == fetched.rows
     for mine, theirs in zip(together.fetched[1:], fetched[1:], strict=True):  # links, reading order, contradicts
         assert sorted(mine, key=str) == sorted(theirs, key=str)
