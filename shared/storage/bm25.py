@@ -170,20 +170,21 @@ def lexical_plan(
         # Term frequency costs a walk through each memory's lexemes (~5 us a row here): when more memories
         # than the window may match, the window's best by the count-once score are the ones scored with it.
         if params.rescore_window and may_match > params.rescore_window:
-            matching = f"""SELECT * FROM ({matching} ORDER BY {once_sql} DESC, m.id LIMIT :window) AS m"""
-            bind["window"] = params.rescore_window
+            window = int(params.rescore_window)
+            matching = f"""SELECT * FROM ({matching} ORDER BY {once_sql} DESC, m.id LIMIT {window}) AS m"""
     else:
         score_sql = once_sql
     statement = f"""
             SELECT m.id, {score_sql} AS score
             FROM ({matching}) AS m
             ORDER BY score DESC, m.id
-            LIMIT :limit
+            LIMIT {int(limit)}
             """
+    # The limits are literals (the pool is k x 4, a handful of values): with a parameter for one, the statement's
+    # generic plan looks dearer than a custom one and the server plans it again on every query.
     return statement, bind | filter_params | {
         "user_id": user_id,
         "selector": selector,
-        "limit": limit,
         "k1": params.k1,
         "b": params.b,
         "avg_length": max(avg_length, 1.0),

@@ -86,7 +86,7 @@ def fused_with_links(
     search of the `searched` sectors (none when empty) fused by RRF, and their rows and links up to `max_hops`
     away, each row's cosine measured with `queries` (the query as every sector's model embeds it).
     `on_read`: called once the statement's rows are in, before they are read (the caller's timing)."""
-    params: dict[str, Any] = {"user_id": user_id, "max_hops": max_hops, "rrf_k": rrf_k, "pool": limit}
+    params: dict[str, Any] = {"user_id": user_id, "max_hops": max_hops, "rrf_k": rrf_k}
     if lexical is not None:
         lexical_sql, lexical_params = lexical
         params |= lexical_params
@@ -129,7 +129,7 @@ def fused_with_links(
                      + COALESCE(CAST(1 AS double precision) / (:rrf_k + d.rank), 0) AS rrf_score
             FROM lexical_ranked l FULL JOIN dense_ranked d ON d.id = l.id
             ORDER BY rrf_score DESC, id
-            LIMIT :pool
+            LIMIT {int(limit)}
         )
         {expansion}
         """
