@@ -3,7 +3,8 @@
 On a machine shared with other work, two runs of `bench.query` one after the other measure two different loads.
 Here each commit's gateway (`git archive` of it in a temporary directory, run with this checkout's environment)
 serves the same store beside the others, with one worker; each question goes to every gateway in turn (the order
-rotating) and to the bare HNSW query, so what the load does in a given second it does to all of them.
+rotating) and to the bare HNSW query, so what the load does in a given second it does to all of them. The query
+embedding cache is off (the gateways share Redis): every query calls the model, as a new question does.
 
     python -m bench.query_pair --size 100000 --commits 62bdcd4 HEAD
     python -m bench.query_pair --database-url postgresql+psycopg://…/bench_query --size 100000 --commits A B
@@ -56,6 +57,8 @@ def gateways(trees: dict[str, Path], database_url: str, redis_url: str, logs: Pa
         MNEMOFLOW_LOG_LEVEL="WARNING",
     )
     env.setdefault("MNEMOFLOW_EMBEDDING_PROVIDER", "synthetic")
+    # The gateways share Redis: with the query-embedding cache the second asked would find the first's vector.
+    env["MNEMOFLOW_QUERY_EMBEDDING_CACHE_TTL_SECONDS"] = "0"
     worker_name = f"pair-{free_port()}"
     first = next(iter(trees.values()))
     procs = []
