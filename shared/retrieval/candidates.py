@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
@@ -27,7 +27,9 @@ from shared.retrieval.lexical import LexicalParams
 from shared.retrieval.params import RetrievalParams
 from shared.retrieval.temporal import Period, query_period
 from shared.storage import bm25, search
+from shared.storage.candidates import fused_with_links, prelude
 from shared.storage.rows import SectorVector
+from shared.storage.search import FetchedLinks
 from shared.storage.sector_models import per_sector
 from shared.text import normalize_content
 
@@ -48,6 +50,7 @@ class Found:
     max_lexical: float  # the best BM25 score: lexical strength is relative to it
     period: Period | None  # the period the query names, if time anchoring is on
     calls: list[EmbedCall] = field(default_factory=list)  # model calls made (not cache hits)
+    fetched: FetchedLinks | None = None  # the hits' rows and links, when read with the candidates
 
 
 class CandidateSearch:
@@ -73,6 +76,93 @@ class CandidateSearch:
         )
 
     def find(self, session: Session, ask: Ask, watch: Stopwatch, side_session: SessionFactory | None) -> Found:
+        """The query's hits; without a period to search, read in one statement with their rows and links."""
+        options, p = ask.options, self.params
+        period = (
+            query_period(ask.text, ask.now) if ask.scoring.period_weight > 0 and options.rank == "composite" else None
+        )
+        if not (period and options.dense and p.period_scan_limit and period.bounds()):
+            return self._find_with_links(session, ask, watch, side_session, period)
+        return self._find_apart(session, ask, watch, side_session)
+
+    def _find_with_links(
+        self, session: Session, ask: Ask, watch: Stopwatch, side_session: SessionFactory | None, period: Period | None
+    ) -> Found:
+        """Both rankers, fused, and the hits' rows and links in one statement (`storage.candidates`). What that
+        statement needs first (the query terms' statistics, which compressed rungs the tenant has) is read on the
+        second session while the query is embedded, else after."""
+        options, p = ask.options, self.params
+        sectors = self.sectors_to_search(ask)
+        dims = sorted(
+            {
+                d
+                for provider, _ in group_sectors({s: self.query_embedders[s] for s in sectors})
+                for d in self.ladder(provider.dim)[1:]
+            }
+            if options.dense
+            else ()
+        )
+        beside: Future[tuple[list[Any], set[tuple[str, int]], float]] | None = None
+        if side_session is not None and self._side is not None and (options.lexical or dims):
+            beside = self._side.submit(self._prelude_beside, side_session, ask, sectors, dims)
+        queries, calls = self.embed(ask.text, ask.user_id)
+        watch.lap("embed")
+        # The stage names are the ones the stages had apart: `lexical` is now the full-text stage's first part
+        # (the terms' statistics, and the compressed rungs' probe), `dense` the one statement, `fetch` the reading
+        # of its rows.
+        if beside is not None:
+            terms, present, prelude_ms = beside.result()
+            watch.lap("lexical_wait")
+            watch.laps["lexical"] = prelude_ms
+        else:
+            terms, present = self._prelude(session, ask, sectors, dims)
+            watch.lap("lexical")
+        searched = {sector: queries[sector] for sector in sectors} if options.dense else {}
+        rungs = search.smaller_rungs(searched, self.ladder) if searched else []
+        if rungs != dims:  # a model whose vectors are not `dim` long: probed again, for the rungs they have
+            present = search.compressed_rungs(session, ask.user_id, sectors, rungs) if rungs else set()
+        lexical = (
+            bm25.lexical_plan(terms, ask.user_id, limit=ask.pool, where=ask.where, params=self.lexical)
+            if options.lexical
+            else None
+        )
+        found = fused_with_links(
+            session,
+            ask.user_id,
+            queries,
+            searched,
+            lexical,
+            limit=ask.pool,
+            where=ask.where,
+            present=present,
+            dense_min_similarity=p.dense_min_similarity,
+            rrf_k=p.rrf_k,
+            max_hops=p.max_hops if options.waypoints else 1,
+            ladder=self.ladder,
+            on_read=lambda: watch.lap("dense"),
+        )
+        hits = {h["id"]: Candidate(**h) for h in found.hits}
+        watch.lap("fetch")
+        return Found(hits, queries, sectors, found.max_lexical, period, calls, fetched=found.fetched)
+
+    def _prelude(
+        self, session: Session, ask: Ask, sectors: Sequence[str], dims: Sequence[int]
+    ) -> tuple[list[Any], set[tuple[str, int]]]:
+        """The query terms' statistics (full text on) and the compressed rungs among `dims` the tenant has, in one
+        round trip."""
+        text = ask.text if ask.options.lexical else None
+        return prelude(session, ask.user_id, text, self.lexical.config, sectors, dims)
+
+    def _prelude_beside(
+        self, side_session: SessionFactory, ask: Ask, sectors: Sequence[str], dims: Sequence[int]
+    ) -> tuple[list[Any], set[tuple[str, int]], float]:
+        started = time.perf_counter()
+        with side_session() as session:
+            terms, present = self._prelude(session, ask, sectors, dims)
+        return terms, present, round((time.perf_counter() - started) * 1000, 3)
+
+    def _find_apart(self, session: Session, ask: Ask, watch: Stopwatch, side_session: SessionFactory | None) -> Found:
+        """The rankers and the period's search as statements of their own (a query naming a period)."""
         options, p = ask.options, self.params
         beside: Future[tuple[Ranked, float]] | None = None
         if options.lexical and side_session is not None and self._side is not None:

@@ -48,16 +48,19 @@ def expand(
     ladder: Callable[[int], Sequence[int]],
 ) -> Expanded:
     hits, options, scoring = found.hits, ask.options, ask.scoring
-    rows, links, reading_order, contradicts = search.fetch_with_links(
-        session,
-        ask.user_id,
-        list(hits),
-        found.queries,
-        known_cosine=[i for i, c in hits.items() if c.dense_similarity is not None],
-        max_hops=max_hops if options.waypoints else 1,
-        ladder=ladder,
-    )
-    watch.lap("fetch")
+    if found.fetched is not None:  # read with the candidates
+        rows, links, reading_order, contradicts = found.fetched
+    else:
+        rows, links, reading_order, contradicts = search.fetch_with_links(
+            session,
+            ask.user_id,
+            list(hits),
+            found.queries,
+            known_cosine=[i for i, c in hits.items() if c.dense_similarity is not None],
+            max_hops=max_hops if options.waypoints else 1,
+            ladder=ladder,
+        )
+        watch.lap("fetch")
 
     def cosine_of(memory_id: uuid.UUID, candidate: Candidate) -> float | None:
         """The query's similarity to the memory; None when it has no vector to compare (a fingerprint)."""

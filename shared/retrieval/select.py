@@ -77,7 +77,11 @@ class Selector:
         return [by_id[memory_id] for memory_id, _ in order]
 
     def _hydrate(self, session: Session, user_id: str, rows: Sequence[dict[str, Any]]) -> None:
-        """Fill in the payload of lean rows: hot-tier ones from the cache, the rest in one query (then cached)."""
+        """Fill in the payload of lean rows: hot-tier ones from the cache, the rest in one query (then cached). Rows
+        read with their payload already (`storage.candidates`) are left as they are."""
+        rows = [row for row in rows if "content" not in row]
+        if not rows:
+            return
         cached = self.row_cache.get(rows) if self.row_cache else {}
         missing = [row["id"] for row in rows if row["id"] not in cached]
         fetched = search.fetch_payloads(session, user_id, missing)

@@ -76,7 +76,34 @@ def _tsquery_literal(lexeme: str) -> str:
 def lexical_candidates(
     session: Session, user_id: str, query: str, *, limit: int, where: MemoryFilter, params: LexicalParams
 ) -> list[tuple[uuid.UUID, float]]:
-    """Full-text candidates scored like BM25 with the tenant's document frequencies, best first.
+    """Full-text candidates scored like BM25 with the tenant's document frequencies, best first (`lexical_plan`)."""
+    plan = lexical_plan(term_stats(session, user_id, query, params), user_id, limit=limit, where=where, params=params)
+    if plan is None:
+        return []
+    rows = read_rows(session, *plan)
+    return [(r.id, float(r.score)) for r in rows]
+
+
+def term_stats(session: Session, user_id: str, query: str, params: LexicalParams) -> list[Any]:
+    """The query's distinct lexemes, each with the tenant's document frequency, document count and total length."""
+    return read_rows(session, TERM_STATS_SQL, {"config": params.config, "query": query, "user_id": user_id})
+
+
+# `term_stats`' statement, the lexemes in order
+TERM_STATS_SQL = """
+            SELECT q.lexeme, COALESCE(ts.df, 0) AS df, tn.documents, tn.total_length
+            FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector(CAST(:config AS regconfig), :query))) AS q
+            LEFT JOIN term_stats ts ON ts.user_id = :user_id AND ts.lexeme = q.lexeme
+            LEFT JOIN tenant_stats tn ON tn.user_id = :user_id
+            ORDER BY q.lexeme
+            """
+
+
+def lexical_plan(
+    rows: Sequence[Any], user_id: str, *, limit: int, where: MemoryFilter, params: LexicalParams
+) -> tuple[str, dict[str, Any]] | None:
+    """The full-text candidates' statement (`id`, `score`; best first, at most `limit`) and its parameters, from
+    the query's `term_stats`; None when the query has no candidates to look for.
 
     Lucene's IDF, ln(1 + (N - df + 0.5) / (df + 0.5)), stays positive on tiny stores (no small-corpus
     collapse); a term's frequency in the memory saturates by k1, normalised by the memory's length (its
@@ -84,19 +111,8 @@ def lexical_candidates(
     Only rare terms select candidates (Elasticsearch's common-terms cutoff), so a query with a word in
     half the store does not rank half the store; every query term still adds to the score.
     """
-    rows = read_rows(
-        session,
-        """
-            SELECT q.lexeme, COALESCE(ts.df, 0) AS df, tn.documents, tn.total_length
-            FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector(CAST(:config AS regconfig), :query))) AS q
-            LEFT JOIN term_stats ts ON ts.user_id = :user_id AND ts.lexeme = q.lexeme
-            LEFT JOIN tenant_stats tn ON tn.user_id = :user_id
-            ORDER BY q.lexeme
-            """,
-        {"config": params.config, "query": query, "user_id": user_id},
-    )
     if not rows:
-        return []
+        return None
     lexemes = [r.lexeme for r in rows]
     df = {r.lexeme: max(int(r.df), 0) for r in rows}
     documents = max(int(rows[0].documents or 0), 0)
@@ -121,7 +137,7 @@ def lexical_candidates(
         narrowing = [t for t in lexemes if df.get(t, 0) <= n / 2] or lexemes
         expected = n * math.prod(min(df.get(t, 0), n) / n for t in narrowing)
         if cap and expected > cap:
-            return []
+            return None
         selector = " & ".join(_tsquery_literal(t) for t in narrowing)
         may_match = min(df.get(t, 0) for t in narrowing)
         read_cap = cap if cap and may_match > cap else 0
@@ -154,27 +170,22 @@ def lexical_candidates(
         # Term frequency costs a walk through each memory's lexemes (~5 us a row here): when more memories
         # than the window may match, the window's best by the count-once score are the ones scored with it.
         if params.rescore_window and may_match > params.rescore_window:
-            matching = f"""SELECT * FROM ({matching} ORDER BY {once_sql} DESC, m.id LIMIT :window) AS m"""
-            bind["window"] = params.rescore_window
+            window = int(params.rescore_window)
+            matching = f"""SELECT * FROM ({matching} ORDER BY {once_sql} DESC, m.id LIMIT {window}) AS m"""
     else:
         score_sql = once_sql
-    rows = read_rows(
-        session,
-        f"""
+    statement = f"""
             SELECT m.id, {score_sql} AS score
             FROM ({matching}) AS m
             ORDER BY score DESC, m.id
-            LIMIT :limit
-            """,
-        bind
-        | filter_params
-        | {
-            "user_id": user_id,
-            "selector": selector,
-            "limit": limit,
-            "k1": params.k1,
-            "b": params.b,
-            "avg_length": max(avg_length, 1.0),
-        },
-    )
-    return [(r.id, float(r.score)) for r in rows]
+            LIMIT {int(limit)}
+            """
+    # The limits are literals (the pool is k x 4, a handful of values): with a parameter for one, the statement's
+    # generic plan looks dearer than a custom one and the server plans it again on every query.
+    return statement, bind | filter_params | {
+        "user_id": user_id,
+        "selector": selector,
+        "k1": params.k1,
+        "b": params.b,
+        "avg_length": max(avg_length, 1.0),
+    }

@@ -39,14 +39,18 @@ def compressed_rungs(
     branches cost more to plan on every query (~2.4 ms of the dense stage's ~5.5 at 100k) than this probe."""
     if not dims:
         return set()
-    probes = [
+    rows = read_rows(session, rungs_sql(sectors, dims), {"user_id": user_id})
+    return {(r.sector, int(r.dim)) for r in rows}
+
+
+def rungs_sql(sectors: Sequence[str], dims: Sequence[int]) -> str:
+    """`compressed_rungs`' statement (`sector`, `dim`; binds `user_id`); `dims` not empty."""
+    return " UNION ALL ".join(
         f"SELECT '{sector}' AS sector, {int(dim)} AS dim WHERE EXISTS "
         f"(SELECT 1 FROM memory_vectors_{sector} WHERE user_id = :user_id AND dim = {int(dim)})"
         for sector in map(validate_sector, sectors)
         for dim in dims
-    ]
-    rows = read_rows(session, " UNION ALL ".join(probes), {"user_id": user_id})
-    return {(r.sector, int(r.dim)) for r in rows}
+    )
 
 
 def dense_candidates(
@@ -68,11 +72,34 @@ def dense_candidates(
     """
     if not queries:
         return []
+    smaller = smaller_rungs(queries, ladder)
+    present = compressed_rungs(session, user_id, list(queries), smaller) if smaller else set()
+    statement, params = dense_plan(queries, limit=limit, where=where, ladder=ladder, present=present)
+    rows = read_rows(session, statement, params | {"user_id": user_id})
+    best: dict[uuid.UUID, float] = {}
+    for r in rows:
+        best[r.memory_id] = max(best.get(r.memory_id, -1.0), float(r.sim))
+    return sorted(best.items(), key=lambda kv: (-kv[1], str(kv[0])))
+
+
+def smaller_rungs(queries: Mapping[str, SectorVector], ladder: Callable[[int], Sequence[int]]) -> list[int]:
+    """The compressed rungs below the queries' own dimensions (those `compressed_rungs` probes), ascending."""
+    return sorted({d for query, _ in group_sectors(queries) for d in ladder(int(query.vector.shape[0]))[1:]})
+
+
+def dense_plan(
+    queries: Mapping[str, SectorVector],
+    *,
+    limit: int,
+    where: MemoryFilter,
+    ladder: Callable[[int], Sequence[int]],
+    present: set[tuple[str, int]],
+) -> tuple[str, dict[str, Any]]:
+    """`dense_candidates`' statement (`memory_id`, `sim`: a memory once per vector found, unordered) and its
+    parameters but `user_id`; `present`: the compressed rungs the tenant has vectors on (`compressed_rungs`)."""
     clause, params = where.sql("m")
     filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
     groups = group_sectors(queries)
-    smaller = {d for query, _ in groups for d in ladder(int(query.vector.shape[0]))[1:]}
-    present = compressed_rungs(session, user_id, list(queries), sorted(smaller)) if smaller else set()
     parts = []
     for g, (query, sectors) in enumerate(groups):
         params[f"model{g}"] = query.model
@@ -84,32 +111,31 @@ def dense_candidates(
             name = f"q{g}_{dim}"
             distance = f"v.embedding::vector({dim}) <=> CAST(:{name} AS vector({dim}))"
             params[name] = Vector(vector)
-            # Settled rows through each partition's HNSW index (one ordered index scan per sector) ...
-            for sector in on_rung:
-                params[f"s_{sector}"] = sector
+            # Settled rows through each partition's HNSW index (one ordered index scan per sector) ... The sectors
+            # and the limit are literals, like the dimensions: then the generic plan of the prepared statement
+            # (psycopg prepares a statement on its fifth run on a connection) costs no more than a custom one and
+            # the server keeps it, instead of planning the statement again on every query (about half of its time
+            # at 100k; with parameters the partitions are pruned only at run time and a LIMIT's size is unknown).
+            for sector in map(validate_sector, on_rung):
                 parts.append(
                     f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
                          FROM memory_vectors v
-                         WHERE v.sector = :s_{sector} AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id
+                         WHERE v.sector = '{sector}' AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id
                            AND v.model = :model{g}{filter_sql}
                          ORDER BY {distance}
-                         LIMIT :limit)"""
+                         LIMIT {int(limit)})"""
                 )
             # ... and the tenant's fresh rows, in all those sectors at once, by exact scan of the fresh index.
-            params[f"fresh{g}_{dim}"] = on_rung
+            fresh = ", ".join(f"'{sector}'" for sector in map(validate_sector, on_rung))
             parts.append(
                 f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
                      FROM memory_vectors v
-                     WHERE v.sector = ANY(CAST(:fresh{g}_{dim} AS text[])) AND v.dim = {dim} AND NOT v.indexed
+                     WHERE v.sector IN ({fresh}) AND v.dim = {dim} AND NOT v.indexed
                        AND v.user_id = :user_id AND v.model = :model{g}{filter_sql}
                      ORDER BY {distance}
-                     LIMIT :limit)"""
+                     LIMIT {int(limit)})"""
             )
-    rows = read_rows(session, " UNION ALL ".join(parts), params | {"user_id": user_id, "limit": limit})
-    best: dict[uuid.UUID, float] = {}
-    for r in rows:
-        best[r.memory_id] = max(best.get(r.memory_id, -1.0), float(r.sim))
-    return sorted(best.items(), key=lambda kv: (-kv[1], str(kv[0])))
+    return " UNION ALL ".join(parts), params
 
 
 class FetchedLinks(NamedTuple):
@@ -142,14 +168,43 @@ def fetch_with_links(
     if not hit_ids:
         return FetchedLinks({}, [], [], [])
     params: dict[str, Any] = {}
-    cosine = f"CASE WHEN m.id = ANY(CAST(:known AS uuid[])) THEN NULL {_cosine_branches(queries, ladder, params)} END"
+    statement = links_sql(
+        queries, ladder, params, hit_ids="CAST(:ids AS uuid[])", known_cosine="CAST(:known AS uuid[])"
+    )
     rows = read_rows(
         session,
-        f"""
+        statement,
+        params
+        | {
+            "ids": list(hit_ids),
+            "known": list(known_cosine),
+            "user_id": user_id,
+            "max_hops": max_hops,
+        },
+        as_dicts=True,
+    )
+    return links_of(rows, user_id)
+
+
+def links_sql(
+    queries: Mapping[str, SectorVector],
+    ladder: Callable[[int], Sequence[int]],
+    params: dict[str, Any],
+    *,
+    hit_ids: str,
+    known_cosine: str,
+    extra_columns: str = "",
+    joins: str = "",
+) -> str:
+    """`fetch_with_links`' statement, the hits and `known_cosine` given as SQL arrays (a parameter, or a CTE's ids);
+    adds the query vectors to `params` (binds left: `user_id`, `max_hops`). `extra_columns` and `joins`: more of
+    each row (the combined statement's candidates)."""
+    cosine = f"CASE WHEN m.id = ANY({known_cosine}) THEN NULL {_cosine_branches(queries, ladder, params)} END"
+    return f"""
             WITH direct AS (
                 SELECT src_id, dst_id, weight, kind FROM waypoints
                 WHERE kind IN ('association', 'next', 'contradicts') AND user_id = :user_id
-                  AND (src_id = ANY(CAST(:ids AS uuid[])) OR dst_id = ANY(CAST(:ids AS uuid[])))
+                  AND (src_id = ANY({hit_ids}) OR dst_id = ANY({hit_ids}))
             ),
             hop1 AS (
                 SELECT src_id AS id FROM direct WHERE kind <> 'contradicts'
@@ -168,29 +223,24 @@ def fetch_with_links(
             ),
             links AS (SELECT * FROM direct UNION SELECT * FROM further),
             wanted AS (
-                SELECT unnest(CAST(:ids AS uuid[])) AS id
+                SELECT unnest({hit_ids}) AS id
                 UNION SELECT src_id FROM links WHERE kind <> 'contradicts'
                 UNION SELECT dst_id FROM links WHERE kind <> 'contradicts'
             )
             SELECT {LEAN_COLUMNS.replace("id, ", "m.id, ", 1)},
                    {cosine} AS cosine,
-                   lk.dst_ids, lk.weights, lk.kinds
-            FROM memories m JOIN wanted w ON w.id = m.id
+                   lk.dst_ids, lk.weights, lk.kinds{extra_columns}
+            FROM memories m JOIN wanted w ON w.id = m.id{joins}
             LEFT JOIN LATERAL (  -- its links out, as arrays: binary ids and floats, not text to parse
                 SELECT array_agg(l.dst_id) AS dst_ids, array_agg(CAST(l.weight AS double precision)) AS weights,
                        array_agg(l.kind) AS kinds
                 FROM links l WHERE l.src_id = m.id
             ) lk ON true
-            """,
-        params
-        | {
-            "ids": list(hit_ids),
-            "known": list(known_cosine),
-            "user_id": user_id,
-            "max_hops": max_hops,
-        },
-        as_dicts=True,
-    )
+            """
+
+
+def links_of(rows: Sequence[dict[str, Any]], user_id: str) -> FetchedLinks:
+    """`links_sql`'s rows as `FetchedLinks` (each row's own columns kept, its link arrays taken out)."""
     memories: dict[uuid.UUID, dict[str, Any]] = {}
     links: list[tuple[uuid.UUID, uuid.UUID, float]] = []
     order: list[tuple[uuid.UUID, uuid.UUID, float]] = []

@@ -1,0 +1,155 @@
+"""The read path's first two stages in one statement: full-text and vector candidates, fused by RRF, with the rows
+and waypoints of the fused hits (`search.fetch_with_links`), in one round trip instead of three.
+
+The statement is the parts the separate stages run, as CTEs: `bm25.lexical_plan`'s full-text ranking,
+`search.dense_plan`'s vector searches, then `fusion.fuse` in SQL (the same ranks, the same sums of 1/(k + rank) in
+double precision, the same order: score, then id, whose order as `uuid` is its order as text), and `links_sql`'s
+expansion from the fused hits. One statement reads one snapshot, so a hit is never missing its row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from shared.db import read_rows
+from shared.storage import bm25, search
+from shared.storage.rows import MemoryFilter, SectorVector
+from shared.storage.search import FetchedLinks, dense_plan, links_of, links_sql
+
+HIT_COLUMNS = ("lexical_rank", "lexical_score", "dense_rank", "dense_similarity", "rrf_score")
+# The payload (`search.fetch_payloads`' columns) comes with the hits the hot-row cache does not keep (those not both
+# hot and uncompressed: shared.retrieval.hot_rows.cacheable), so that returning them takes no round trip more.
+CARRIED = "f.id IS NOT NULL AND NOT (m.tier = 'hot' AND m.compression = 'full')"
+PAYLOAD_COLUMNS = ", ".join(
+    f"CASE WHEN {CARRIED} THEN m.{column} END AS payload_{column}"
+    for column in ("content", "summary", "meta", "document_id")
+)
+
+
+def prelude(
+    session: Session, user_id: str, query: str | None, config: str, sectors: Sequence[str], dims: Sequence[int]
+) -> tuple[list[Any], set[tuple[str, int]]]:
+    """What the one statement needs to be written, in one round trip: `bm25.term_stats` of `query` (None: no full
+    text) and `search.compressed_rungs` among `dims`."""
+    parts, params = [], {"user_id": user_id}
+    if query is not None:
+        parts.append(
+            "SELECT lexeme, df, documents, total_length, CAST(NULL AS text) AS sector, CAST(NULL AS integer) AS dim, "
+            f"row_number() OVER (ORDER BY lexeme) AS n FROM ({bm25.TERM_STATS_SQL}) AS terms"
+        )
+        params |= {"config": config, "query": query}
+    if dims:
+        parts.append(
+            "SELECT CAST(NULL AS text) AS lexeme, CAST(NULL AS bigint) AS df, CAST(NULL AS bigint) AS documents, "
+            "CAST(NULL AS bigint) AS total_length, sector, dim, CAST(NULL AS bigint) AS n "
+            f"FROM ({search.rungs_sql(sectors, dims)}) AS rungs"
+        )
+    if not parts:
+        return [], set()
+    rows = read_rows(session, " UNION ALL ".join(f"({part})" for part in parts), params)
+    terms = sorted((r for r in rows if r.n is not None), key=lambda r: r.n)  # in the lexemes' order
+    return terms, {(r.sector, int(r.dim)) for r in rows if r.sector is not None}
+
+
+@dataclass
+class FusedHits:
+    """What the combined statement read: the fused hits (best first, with their ranks and scores), the best
+    full-text score, and the hits' rows and links as `fetch_with_links` gives them (the rows of hits not kept by
+    the hot-row cache with their payload)."""
+
+    hits: list[dict[str, Any]]  # id and HIT_COLUMNS, best first
+    max_lexical: float
+    fetched: FetchedLinks
+
+
+def fused_with_links(
+    session: Session,
+    user_id: str,
+    queries: Mapping[str, SectorVector],
+    searched: Mapping[str, SectorVector],
+    lexical: tuple[str, dict[str, Any]] | None,
+    *,
+    limit: int,
+    where: MemoryFilter,
+    present: set[tuple[str, int]],
+    dense_min_similarity: float,
+    rrf_k: int,
+    max_hops: int,
+    ladder: Callable[[int], Sequence[int]],
+    on_read: Callable[[], None] | None = None,
+) -> FusedHits:
+    """The `limit` best of full text (`lexical`: `bm25.lexical_plan`'s statement, None for none) and the vector
+    search of the `searched` sectors (none when empty) fused by RRF, and their rows and links up to `max_hops`
+    away, each row's cosine measured with `queries` (the query as every sector's model embeds it).
+    `on_read`: called once the statement's rows are in, before they are read (the caller's timing)."""
+    params: dict[str, Any] = {"user_id": user_id, "max_hops": max_hops, "rrf_k": rrf_k}
+    if lexical is not None:
+        lexical_sql, lexical_params = lexical
+        params |= lexical_params
+    else:
+        lexical_sql = "SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS double precision) AS score WHERE false"
+    if searched:
+        dense_sql, dense_params = dense_plan(searched, limit=limit, where=where, ladder=ladder, present=present)
+        params |= dense_params
+    else:
+        dense_sql = "SELECT CAST(NULL AS uuid) AS memory_id, CAST(NULL AS double precision) AS sim WHERE false"
+    params["dense_min"] = dense_min_similarity
+    # The `WITH` of links_sql continues the candidates' CTEs.
+    expansion = links_sql(
+        queries,
+        ladder,
+        params,
+        hit_ids="ARRAY(SELECT id FROM fused)",
+        known_cosine="ARRAY(SELECT id FROM fused WHERE dense_similarity IS NOT NULL)",
+        extra_columns=", f.lexical_rank, f.lexical_score, f.dense_rank, f.dense_similarity, f.rrf_score, "
+        f"f.id IS NOT NULL AS hit, (SELECT max(score) FROM lexical) AS max_lexical, {CARRIED} AS carried, "
+        + PAYLOAD_COLUMNS,
+        joins=" LEFT JOIN fused f ON f.id = m.id",
+    ).replace("WITH direct AS (", ", direct AS (", 1)
+    statement = f"""
+        WITH lexical AS MATERIALIZED ({lexical_sql}),
+        lexical_ranked AS (
+            SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank FROM lexical
+        ),
+        dense_best AS (
+            SELECT memory_id AS id, max(sim) AS sim FROM ({dense_sql}) AS found GROUP BY memory_id
+        ),
+        dense_ranked AS (
+            SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS rank FROM dense_best
+            WHERE sim >= :dense_min
+        ),
+        fused AS MATERIALIZED (
+            SELECT COALESCE(l.id, d.id) AS id, l.rank AS lexical_rank, l.score AS lexical_score,
+                   d.rank AS dense_rank, d.sim AS dense_similarity,
+                   COALESCE(CAST(1 AS double precision) / (:rrf_k + l.rank), 0)
+                     + COALESCE(CAST(1 AS double precision) / (:rrf_k + d.rank), 0) AS rrf_score
+            FROM lexical_ranked l FULL JOIN dense_ranked d ON d.id = l.id
+            ORDER BY rrf_score DESC, id
+            LIMIT {int(limit)}
+        )
+        {expansion}
+        """
+    rows = read_rows(session, statement, params, as_dicts=True)
+    if on_read is not None:
+        on_read()
+    hits = []
+    max_lexical = 0.0
+    for row in rows:
+        max_lexical = float(row.pop("max_lexical") or 0.0)
+        hit = {name: row.pop(name) for name in HIT_COLUMNS}
+        if row.pop("hit"):
+            hits.append({"id": row["id"], **hit})
+        payload = {name: row.pop(f"payload_{name}") for name in ("content", "summary", "meta", "document_id")}
+        if row.pop("carried"):  # as `fetch_payloads` gives it
+            row |= {
+                "content": payload["content"],
+                "summary": payload["summary"],
+                "metadata": payload["meta"] or {},
+                "document_id": payload["document_id"],
+            }
+    hits.sort(key=lambda h: (-h["rrf_score"], str(h["id"])))
+    return FusedHits(hits, max_lexical, links_of(rows, user_id))
