@@ -7,6 +7,8 @@ import ctypes
 import email.message
 import io
 import math
+import subprocess
+import sys
 import wave
 import zipfile
 import zlib
@@ -235,20 +237,28 @@ class _Espeak:
         return self.samples, self.sample_rate
 
 
-_espeak: _Espeak | None = None
-
-
 def speech_wav(path: Path, text: str = SPEECH) -> Path:
-    """Real synthetic speech (eSpeak NG, 22.05 kHz mono) saying `text`."""
-    global _espeak
-    _espeak = _espeak or _Espeak()
-    samples, rate = _espeak.speak(text)
-    with wave.open(str(path), "wb") as out:
+    """Real synthetic speech (eSpeak NG, 22.05 kHz mono) saying `text`, the same every time.
+
+    eSpeak NG keeps state across utterances in its process (terminating it does not reset it): only a process's first
+    utterance is repeatable, and the same text said second comes out a few hundred samples longer and shaped
+    differently, enough to change what tiny.en hears. So each utterance is made in a process of its own."""
+    subprocess.run(
+        [sys.executable, "-c", f"from {__name__} import _speak_to; _speak_to({str(path)!r}, {text!r})"],
+        cwd=Path(__file__).parents[3],
+        check=True,
+        timeout=120,
+    )
+    return path
+
+
+def _speak_to(path: str, text: str) -> None:
+    samples, rate = _Espeak().speak(text)
+    with wave.open(path, "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
         out.setframerate(rate)
         out.writeframes(samples.tobytes())
-    return path
 
 
 def tone_wav(path: Path, seconds: float = 2.0, rate: int = 16_000) -> Path:
