@@ -1,5 +1,5 @@
 """Many clients: adds per second and query latency with 1, 8 and 32 concurrent clients, against a gateway of one
-process (the baseline) and one of MNEMOFLOW_GATEWAY_WORKERS processes (default: one per usable core, at most 4),
+process (the baseline) and one of MNEMOFLOW_GATEWAY_WORKERS processes (default: one per two usable cores, 1 to 4),
 in the same run; it asserts nothing.
 
 Each configuration gets a stack of its own (fresh database, the gateway, one worker on every queue) with the

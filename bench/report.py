@@ -160,7 +160,7 @@ BENCHMARKS = (
         " what OpenMemory's client sends (`content` + `user_id` to /memory/add; `query`, `k` = 5 and `user_id` to"
         " /memory/query), back to back for 20 s a phase after every tenant was given 30 memories by batch. Default"
         " settings: the local model, reinforcement on. The baseline in the same run is the gateway as one process;"
-        " then the default count (`MNEMOFLOW_GATEWAY_WORKERS` unset: one per core, at most 4), each on a fresh"
+        " then the default count (`MNEMOFLOW_GATEWAY_WORKERS` unset: one per two cores, 1 to 4), each on a fresh"
         " stack. 5xx are counted; RSS is each gateway process's resident memory at the end. The load average is"
         " printed before and after, since the machine may be shared.",
     ),

@@ -93,8 +93,11 @@ CONNECTION_HEADROOM = 10  # migrations, a backup, psql, start-up checks: never c
 
 
 def default_gateway_workers(cores: int) -> int:
-    """Gateway processes when MNEMOFLOW_GATEWAY_WORKERS is unset: one per core, at most four."""
-    return max(1, min(cores, MAX_DEFAULT_GATEWAY_WORKERS))
+    """Gateway processes when MNEMOFLOW_GATEWAY_WORKERS is unset: one per two cores, at least one, at most four.
+
+    The gateway shares its machine with PostgreSQL and the workers: on 2 cores a second process served no more adds or
+    queries than one (`bench.clients`, docs/benchmarks.md "Many clients") and raised p95 at 32 clients, for ~350 MB."""
+    return max(1, min(cores // 2, MAX_DEFAULT_GATEWAY_WORKERS))
 
 
 def gateway_pool_for(workers: int) -> int:

@@ -95,7 +95,7 @@ class ServerSettings(BaseModel):
     maintenance_lock_timeout_ms: int = Field(default=_DB.maintenance.lock_ms, ge=0)
     # Per gateway process; unset: 15 with one process, its share with several (docs/scaling.md#connections).
     gateway_pool_size: int | None = Field(default=None, ge=1, le=500)
-    # Gateway processes (uvicorn workers, services/gateway/serve.py); unset: one per usable core, at most 4.
+    # Gateway processes (uvicorn workers, services/gateway/serve.py); unset: one per two usable cores, 1 to 4.
     gateway_workers: int | None = Field(default=None, ge=1, le=64)
     # Where the gateway's processes keep their Prometheus files (emptied at each start); unset: a temporary directory.
     gateway_metrics_dir: Path | None = None
@@ -189,7 +189,7 @@ class ServerSettings(BaseModel):
 
     @property
     def gateway_processes(self) -> int:
-        """How many gateway processes serve requests: MNEMOFLOW_GATEWAY_WORKERS, or one per usable core, at most 4."""
+        """How many gateway processes serve requests: MNEMOFLOW_GATEWAY_WORKERS, or one per two usable cores, 1 to 4."""
         return self.gateway_workers or default_gateway_workers(usable_cores())
 
     @property

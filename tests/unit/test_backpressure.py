@@ -39,8 +39,8 @@ def test_the_settings_give_the_groups_with_the_defaults_declared_in_their_datacl
     assert s.rate_limits == RateLimits() and s.database_limits == DatabaseLimits()
 
 
-def test_gateway_processes_default_to_the_cores_up_to_four_and_share_one_process_pool():
-    assert [default_gateway_workers(cores) for cores in (1, 2, 3, 4, 16)] == [1, 2, 3, 4, 4]
+def test_gateway_processes_default_to_half_the_cores_up_to_four_and_share_one_process_pool():
+    assert [default_gateway_workers(cores) for cores in (1, 2, 3, 4, 6, 16)] == [1, 1, 1, 2, 3, 4]
     assert [gateway_pool_for(workers) for workers in (1, 2, 3, 4, 8)] == [15, 8, 5, 5, 5]
     s = Settings(_env_file=None, gateway_workers=3)
     assert s.gateway_processes == 3 and s.database_limits.gateway_pool_size == 5
