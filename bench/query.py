@@ -33,6 +33,7 @@ from pgvector.psycopg import register_vector
 from bench.common import bench_settings, corpus, fresh_database, percentiles, plain_dsn, servers, stack
 from shared.api.memories import MemoryCreate
 from shared.db import Database, create_db_engine
+from shared.embedding.base import EmbeddingProvider
 from shared.embedding.factory import create_embedder
 from shared.memory.engine import MemoryEngine
 from shared.tenancy import DbRole
@@ -131,23 +132,30 @@ def baseline(database_url: str, qs: list[str], k: int) -> tuple[list[float], lis
     """The bare HNSW query's milliseconds per question, and the model's own to embed each question."""
     settings = bench_settings(database_url)
     embedder = create_embedder(settings)
-    dim = embedder.dim
     samples, model = [], []
     with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
         register_vector(conn)
         conn.execute(f"SET hnsw.ef_search = {settings.hnsw_ef_search}")
         for q in qs:
-            started = time.perf_counter()
-            vector = Vector(np.asarray(embedder.embed([q])[0], dtype=np.float32))
-            model.append((time.perf_counter() - started) * 1000)
-            started = time.perf_counter()
-            conn.execute(
-                f"SELECT memory_id FROM memory_vectors WHERE sector = 'semantic' AND dim = {dim} AND indexed "
-                f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
-                (vector, k * 4),
-            ).fetchall()
-            samples.append((time.perf_counter() - started) * 1000)
+            embedding_ms, hnsw_ms = bare_query(conn, embedder, q, k)
+            model.append(embedding_ms)
+            samples.append(hnsw_ms)
     return samples, model
+
+
+def bare_query(conn: psycopg.Connection, embedder: EmbeddingProvider, q: str, k: int) -> tuple[float, float]:
+    """The model's milliseconds to embed `q`, and the bare HNSW top-4k query's on one sector partition."""
+    started = time.perf_counter()
+    vector = Vector(np.asarray(embedder.embed([q])[0], dtype=np.float32))
+    embedding_ms = (time.perf_counter() - started) * 1000
+    dim = embedder.dim
+    started = time.perf_counter()
+    conn.execute(
+        f"SELECT memory_id FROM memory_vectors WHERE sector = 'semantic' AND dim = {dim} AND indexed "
+        f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
+        (vector, k * 4),
+    ).fetchall()
+    return embedding_ms, (time.perf_counter() - started) * 1000
 
 
 def over_http(

@@ -25,13 +25,11 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
-import numpy as np
 import psycopg
-from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from bench.common import ROOT, bench_settings, corpus, fresh_database, percentiles, plain_dsn, servers, wait_settled
-from bench.query import USER, load, questions
+from bench.query import USER, bare_query, load, questions
 from infra.embedded import free_port
 from infra.processes import gateway_command, wait_for_worker, wait_healthy, worker_command
 from shared.config import Settings
@@ -98,7 +96,6 @@ def gateways(trees: dict[str, Path], database_url: str, redis_url: str, logs: Pa
 def ask_in_turn(urls: dict[str, str], database_url: str, qs: list[str], k: int) -> None:
     settings = bench_settings(database_url)
     embedder = create_embedder(settings)
-    dim = embedder.dim
     names = list(urls)
     wall: dict[str, list[float]] = {name: [] for name in names}
     stages: dict[str, dict[str, list[float]]] = {name: {} for name in names}
@@ -110,16 +107,9 @@ def ask_in_turn(urls: dict[str, str], database_url: str, qs: list[str], k: int) 
             for name in names:
                 client.post(f"{urls[name]}/memory/query", json={"query": q, "k": k, "user_id": USER})
         for i, q in enumerate(qs):
-            started = time.perf_counter()
-            vector = Vector(np.asarray(embedder.embed([q])[0], dtype=np.float32))
-            model.append((time.perf_counter() - started) * 1000)
-            started = time.perf_counter()
-            conn.execute(
-                f"SELECT memory_id FROM memory_vectors WHERE sector = 'semantic' AND dim = {dim} AND indexed "
-                f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
-                (vector, k * 4),
-            ).fetchall()
-            hnsw.append((time.perf_counter() - started) * 1000)
+            embedding_ms, hnsw_ms = bare_query(conn, embedder, q, k)
+            model.append(embedding_ms)
+            hnsw.append(hnsw_ms)
             for name in names[i % len(names) :] + names[: i % len(names)]:
                 started = time.perf_counter()
                 body = {"query": q, "k": k, "user_id": USER, "explain": True}
