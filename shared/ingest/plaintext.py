@@ -1,4 +1,4 @@
-"""Plain text and Markdown as elements without unstructured: the parser of an install without the `documents` extra.
+"""Plain text, Markdown, and HTML main content (trafilatura renders it as Markdown) as elements, without unstructured.
 
 It gives the element kinds unstructured gives for the same structure (Title with `category_depth`, NarrativeText,
 ListItem, Table, CodeSnippet), which is what chunking reads (a Title starts a section); it does not guess titles in

@@ -61,9 +61,9 @@ def test_docx_keeps_titles_list_items_tables_and_structure(tmp_path: Path) -> No
     assert extracted.metadata["title"] == "Annual Report"
     table = extracted.elements[-1]
     assert "<table>" in table.metadata["text_as_html"] and "214" in table.text
-    paragraph = extracted.elements[2]
-    assert paragraph.metadata["parent_id"] in {e.metadata["element_id"] for e in extracted.elements[:2]}
-    assert "filename" not in paragraph.metadata and "file_directory" not in paragraph.metadata
+    assert table.text.splitlines() == ["Year | Pairs", "2020 | 214"]
+    assert [e.metadata.get("category_depth") for e in extracted.elements[:2]] == [0, 1]  # Heading 1, Heading 2
+    assert "filename" not in extracted.elements[2].metadata and "file_directory" not in extracted.elements[2].metadata
 
 
 def test_pptx_gives_slides_as_pages(tmp_path: Path) -> None:
@@ -152,3 +152,25 @@ def test_mislabelled_uploads_are_refused_before_parsing(tmp_path: Path) -> None:
     report = samples.docx_file(tmp_path / "report.pdf")
     with pytest.raises(UnsupportedMedia, match="declared as application/pdf but the content is docx"):
         extract_document(report, "application/pdf")
+
+
+def test_docx_light_path_reads_numbering_title_style_and_merged_cells_once(tmp_path: Path) -> None:
+    document = docx.Document()
+    document.add_paragraph("Heron Survey", style="Title")
+    document.add_paragraph("Counted at dawn.", style="List Number")
+    document.add_paragraph("A plain closing paragraph about the colony.")
+    table = document.add_table(rows=2, cols=3)
+    table.cell(0, 0).merge(table.cell(0, 1)).text = "Site"
+    table.cell(0, 2).text = "Pairs"
+    for cell, value in zip(table.rows[1].cells, ("Mill", "0", "0"), strict=True):
+        cell.text = value
+    path = tmp_path / "survey.docx"
+    document.save(str(path))
+    extracted = extract_document(path)
+    assert [(e.kind, e.text) for e in extracted.elements] == [
+        ("Title", "Heron Survey"),
+        ("ListItem", "Counted at dawn."),
+        ("NarrativeText", "A plain closing paragraph about the colony."),
+        ("Table", "Site | Pairs\nMill | 0 | 0"),  # the merged cell once; equal neighbours both kept
+    ]
+    assert extracted.metadata["title"] == "Heron Survey"

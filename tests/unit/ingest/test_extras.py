@@ -63,9 +63,11 @@ REFUSAL = """
 def test_each_format_names_the_extra_its_parser_comes_from() -> None:
     assert {f for f in Format if extra_for(f) is Extra.AUDIO} == {f for f in Format if f.kind.value != "document"}
     assert {f for f in Format if extra_for(f) is Extra.DOCUMENTS} == {
-        Format.DOCX, Format.PPTX, Format.XLSX, Format.ODT, Format.EPUB, Format.EML,
+        Format.PPTX, Format.XLSX, Format.ODT, Format.EPUB, Format.EML,
     }  # fmt: skip
-    assert {f for f in Format if extra_for(f) is None} == {Format.PDF, Format.HTML, Format.MARKDOWN, Format.TEXT}
+    assert {f for f in Format if extra_for(f) is None} == {
+        Format.PDF, Format.HTML, Format.DOCX, Format.MARKDOWN, Format.TEXT,
+    }  # fmt: skip
     assert install_command(Extra.AUDIO) == "pip install 'mnemoflow[audio]'"
 
 
@@ -85,16 +87,16 @@ def test_without_the_audio_extra_the_gateway_refuses_audio_and_video_with_415_na
 
 def test_without_the_documents_extra_office_formats_are_refused_and_the_base_formats_pass() -> None:
     out = without(DOCUMENTS, REFUSAL, "docx", "pptx", "xlsx", "odt", "epub", "eml", "pdf", "html", "md", "txt", "wav")
-    for name in ("docx", "pptx", "xlsx", "odt", "epub", "eml"):
+    for name in ("pptx", "xlsx", "odt", "epub", "eml"):
         assert out[name]["status"] == 415
         assert "pip install 'mnemoflow[documents]'" in out[name]["message"], out[name]
-    assert [out[name] for name in ("pdf", "html", "md", "txt", "wav")] == [None] * 5
+    assert [out[name] for name in ("docx", "pdf", "html", "md", "txt", "wav")] == [None] * 6
 
 
 def test_one_missing_module_is_enough_to_name_the_extra() -> None:
-    out = without("pypandoc", REFUSAL, "epub", "docx")
+    out = without("pypandoc", REFUSAL, "epub", "pptx")
     assert out["epub"]["details"]["missing"] == ["pypandoc"]
-    assert out["docx"]["status"] == 415  # the extra is installed whole or not at all
+    assert out["pptx"]["status"] == 415  # the extra is installed whole or not at all
 
 
 def test_a_worker_without_the_audio_extra_fails_the_document_naming_it(tmp_path: Path) -> None:
