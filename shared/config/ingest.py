@@ -34,6 +34,10 @@ class IngestSettings(BaseModel):
     ingest_sandbox_uids: int = Field(default=_INGEST.sandbox_uids, ge=1)
     # Unset: strict in production only (Settings.ingest decides, knowing the environment).
     ingest_sandbox_strict: bool | None = None
+    ingest_group_documents: int = Field(
+        default=_INGEST.group_documents, ge=1, le=64, description="small uploads parsed in one child (1: off)"
+    )
+    ingest_group_max_kb: int = Field(default=_INGEST.group_max_kb, ge=1, description="the largest upload grouped")
     ingest_fetch_timeout_seconds: float = Field(default=_INGEST.fetch_timeout_seconds, gt=0)
     ingest_allow_private_urls: bool = _INGEST.allow_private_urls
     ingest_allowed_networks: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -78,6 +82,8 @@ class IngestSettings(BaseModel):
             sandbox_uid=self.ingest_sandbox_uid,
             sandbox_uids=self.ingest_sandbox_uids,
             sandbox_strict=bool(self.ingest_sandbox_strict),
+            group_documents=self.ingest_group_documents,
+            group_max_kb=self.ingest_group_max_kb,
             fetch_timeout_seconds=self.ingest_fetch_timeout_seconds,
             allow_private_urls=self.ingest_allow_private_urls,
             allowed_networks=tuple(self.ingest_allowed_networks),

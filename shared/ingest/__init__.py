@@ -20,7 +20,7 @@ import os
 
 from shared.ingest.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_elements
 from shared.ingest.elements import Element, Extracted
-from shared.ingest.extract import extract
+from shared.ingest.extract import extract, extract_group
 from shared.ingest.fetch import Fetched, check_url, fetch_url
 from shared.ingest.formats import Format, Kind
 from shared.ingest.sandbox import DOCUMENT_LIMITS, MEDIA_LIMITS, Limits
@@ -43,6 +43,7 @@ __all__ = [
     "chunk_elements",
     "extract",
     "extract_document",
+    "extract_group",
     "fetch_url",
     "sniff",
 ]

@@ -40,17 +40,36 @@ class Answer:
 
 def encode(value: Any, report: Report | None) -> bytes:
     """A child's result (an `Extracted`, or plain JSON data) with its confinement report."""
-    if isinstance(value, Extracted):
-        result: dict[str, Any] = {
-            "extracted": {
-                "format": value.format.value,
-                "elements": [[e.text, e.kind, e.metadata] for e in value.elements],
-                "metadata": value.metadata,
-            }
-        }
-    else:
-        result = {"value": value}
+    result = {"extracted": _extracted(value)} if isinstance(value, Extracted) else {"value": value}
     return _dumps({**result, "report": _report(report)})
+
+
+def item(outcome: Extracted | MnemoflowError | None) -> dict[str, Any]:
+    """One document's outcome in a group's answer (plain JSON inside `value`): its elements, the error our parser
+    raised, or None: to be parsed again alone (any other failure, whose cause a child of its own tells apart)."""
+    if isinstance(outcome, Extracted):
+        return {"extracted": _extracted(outcome)}
+    if isinstance(outcome, MnemoflowError):
+        details = outcome.details if isinstance(outcome.details, dict) else None
+        return {"error": {"class": type(outcome).__name__, "message": outcome.message, "details": details}}
+    return {"alone": True}
+
+
+def read_items(value: Any, count: int) -> list[Extracted | MnemoflowError | None]:
+    """A group's answer, one outcome per document in order (see `item`); TypeError when it is not one."""
+    if not isinstance(value, list) or len(value) != count:
+        raise TypeError("group answer")
+    outcomes: list[Extracted | MnemoflowError | None] = []
+    for body in value:
+        if not isinstance(body, dict):
+            raise TypeError("group item")
+        if "extracted" in body:
+            outcomes.append(_read_extracted(body["extracted"]))
+        elif "error" in body:
+            outcomes.append(_read_error(body["error"]))
+        else:
+            outcomes.append(None)
+    return outcomes
 
 
 def encode_error(error: type[MnemoflowError], message: str, details: Any, report: Report | None) -> bytes:
@@ -65,17 +84,27 @@ def decode(payload: bytes) -> Answer:
         answer = json.loads(payload.decode("utf-8", "surrogatepass"))
         report = _read_report(answer.get("report"))
         if "error" in answer:
-            body = answer["error"]
-            details = body.get("details")
-            error = _ERRORS.get(body.get("class"), ExtractionFailed)(
-                str(body["message"]), details=details if isinstance(details, dict) else None
-            )
-            return Answer(error=error, report=report)
+            return Answer(error=_read_error(answer["error"]), report=report)
         if "extracted" in answer:
             return Answer(value=_read_extracted(answer["extracted"]), report=report)
         return Answer(value=answer["value"], report=report)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         return Answer(error=ExtractionFailed(f"the parser sent a malformed answer ({type(exc).__name__})"))
+
+
+def _extracted(value: Extracted) -> dict[str, Any]:
+    return {
+        "format": value.format.value,
+        "elements": [[e.text, e.kind, e.metadata] for e in value.elements],
+        "metadata": value.metadata,
+    }
+
+
+def _read_error(body: dict[str, Any]) -> MnemoflowError:
+    details = body.get("details")
+    return _ERRORS.get(str(body.get("class")), ExtractionFailed)(
+        str(body["message"]), details=details if isinstance(details, dict) else None
+    )
 
 
 def _read_extracted(body: dict[str, Any]) -> Extracted:

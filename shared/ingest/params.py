@@ -35,6 +35,11 @@ class IngestParams:
     sandbox_uid: int = 2_000_000_000
     sandbox_uids: int = 16_777_216
     sandbox_strict: bool = False
+    # Small uploads are claimed several at a time (one tenant's, never tried before) and parsed in one sandboxed
+    # child, which pays the child's fork and confinement once for the group: up to group_documents documents of
+    # at most group_max_kb each. 1 turns grouping off.
+    group_documents: int = 8
+    group_max_kb: int = 256
     fetch_timeout_seconds: float = 60.0
     # URL fetching refuses private, loopback, link-local and metadata addresses unless told otherwise:
     # allow_private_urls turns the check off (tests, a trusted single-tenant box); allowed_networks admits only

@@ -1,4 +1,4 @@
-"""Document parsers; they run inside a sandboxed child (see sandbox.py), one call per document.
+"""Document parsers; they run inside a sandboxed child (see sandbox.py), one call per document or per group.
 
 Heavy libraries are imported inside the functions: the parent process only needs this module's names
 to hand them to the child, whose forkserver has already imported those libraries.
@@ -10,8 +10,8 @@ from typing import Any
 
 from charset_normalizer import from_bytes
 
-from shared.errors import ExtractionFailed
-from shared.ingest import plaintext, wordprocessing
+from shared.errors import ExtractionFailed, MnemoflowError
+from shared.ingest import answers, plaintext, wordprocessing
 from shared.ingest.elements import Element, Extracted, TextBudget
 from shared.ingest.formats import Format
 
@@ -40,6 +40,24 @@ def parse_document(path: str, fmt: Format, source_url: str | None, max_chars: in
     if not any(element.text.strip() for element in elements):
         raise ExtractionFailed(f"no text found in this {fmt.value} document", details={"format": fmt.value})
     return Extracted(format=fmt, elements=elements, metadata={"format": fmt.value, **metadata})
+
+
+def parse_documents(paths: list[str], jobs: list[tuple[Format, int | None]]) -> list[dict[str, Any]]:
+    """Several documents of one tenant in one child, in turn: each one's outcome as `answers.item` makes it.
+
+    A document whose parser fails otherwise than with our own errors (a library's exception, a memory error) is
+    left to be parsed again alone: in a child of its own its failure is told apart as one document's is.
+    """
+    outcomes: list[dict[str, Any]] = []
+    for path, (fmt, max_chars) in zip(paths, jobs, strict=True):
+        try:
+            outcome: Extracted | MnemoflowError | None = parse_document(path, fmt, None, max_chars)
+        except MnemoflowError as exc:
+            outcome = exc
+        except Exception:  # including MemoryError: what is left of the heap may not be this document's doing
+            outcome = None
+        outcomes.append(answers.item(outcome))
+    return outcomes
 
 
 def _parse_pdf(path: str, budget: TextBudget) -> tuple[list[Element], dict[str, Any]]:

@@ -16,6 +16,7 @@ keeping its first part: stored in part, it would answer queries as if it were al
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import tempfile
 import time
@@ -29,8 +30,10 @@ from shared.api.ingest import IngestConfig
 from shared.config import Settings
 from shared.db import Database
 from shared.errors import ExtractionFailed, InvalidInput, MnemoflowError, UpstreamFailed
-from shared.ingest import Chunk, Format, check_declared, chunk_elements, extract, fetch_url, sniff
+from shared.ingest import Chunk, Format, check_declared, chunk_elements, extract, extract_group, fetch_url, sniff
 from shared.ingest.completion import finish_document, log_document
+from shared.ingest.elements import Extracted
+from shared.ingest.formats import Kind
 from shared.ingest.sandbox import limits_for
 from shared.jobs import ChunkItem, Classified, Placement, StoreChunk, plan_chunks
 from shared.memory import sectors as sector_rules
@@ -40,6 +43,8 @@ from shared.storage import jobs as job_store
 from shared.text import normalize_content
 
 _OPEN = ("queued", "extracting")
+# The formats small uploads of which are parsed in groups (shared.ingest.extract.extract_group).
+_GROUPED = frozenset(f.value for f in Format if f.kind is Kind.DOCUMENT)
 # Site answers that a retry may well change.
 _TRANSIENT_HTTP = frozenset({408, 425, 429})
 
@@ -54,6 +59,9 @@ class IngestOutcome:
     error: str | None = None
     fmt: str | None = None  # the document's format, once sniffed
     stages_ms: dict[str, int] = field(default_factory=dict)  # what this step's stages took (fetch, extract, …)
+    # The outcomes of the tenant's small uploads claimed with this one and parsed in the same child (their chunks
+    # are sent with this step's; a retry of theirs is left to the sweeper, as a lost message is).
+    companions: list[IngestOutcome] = field(default_factory=list)
 
 
 @dataclass
@@ -95,32 +103,130 @@ def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOut
             return IngestOutcome("failed", error=message)
         document_store.set_status(session, document["id"], "extracting", error=document["error"])
         job_store.merge_result(session, job_id, {"phase": "extracting", "attempt": attempts})
+        companions = _claim_companions(session, settings, document, owner) if _groupable(settings, document) else []
+    if companions:
+        claimed = [_Claimed(document, job, attempts), *companions]
+        with contextlib.ExitStack() as beating:
+            for one in claimed:
+                beating.enter_context(leases.Heartbeat(db, one.job["id"], owner, settings.job_lease_seconds))
+            outcomes = _run_group(db, settings, claimed)
+        outcomes[0].companions = outcomes[1:]
+        return outcomes[0]
     with leases.Heartbeat(db, job_id, owner, settings.job_lease_seconds):
         stages: dict[str, int] = {}
         try:
             prepared = _prepare(db, settings, document, job["params"], stages)
         except Exception as exc:
-            failed = _failed_attempt(db, settings, document, job_id, attempts, exc, stages)
-            failed.stages_ms = stages
-            return failed
+            return _failed_attempt(db, settings, document, job_id, attempts, exc, stages)
         if isinstance(prepared, uuid.UUID):
-            duplicate = _duplicate(db, document, job_id, prepared, stages)
-            duplicate.stages_ms = stages
-            return duplicate
+            return _duplicate(db, document, job_id, prepared, stages)
+        return _planned(db, settings, document, job, prepared, stages)
+
+
+@dataclass
+class _Claimed:
+    document: dict[str, Any]
+    job: dict[str, Any]
+    attempts: int
+
+
+def _groupable(settings: Settings, document: dict[str, Any]) -> bool:
+    """Whether this document may be parsed with others of its tenant: a small upload of a document format."""
+    rules = settings.ingest
+    if rules.group_documents < 2 or document["source_type"] != "upload" or document["format"] not in _GROUPED:
+        return False
+    return 0 < (document["byte_size"] or 0) <= rules.group_max_kb * 1024
+
+
+def _claim_companions(session: Any, settings: Settings, document: dict[str, Any], owner: str) -> list[_Claimed]:
+    """Claim up to group_documents - 1 more of this tenant's small queued uploads, never tried before, that no
+    live worker holds; in the caller's transaction, so their own messages find them claimed and leave."""
+    rules = settings.ingest
+    found = document_store.queued_small_uploads(
+        session,
+        user_id=document["user_id"],
+        besides=document["id"],
+        formats=sorted(_GROUPED),
+        max_bytes=rules.group_max_kb * 1024,
+        limit=rules.group_documents - 1,
+    )
+    claimed = []
+    for other in found:
+        attempts = leases.claim_job(session, other["job_id"], owner=owner, ttl=settings.job_lease_seconds)
+        job = job_store.get_job(session, other["job_id"]) if attempts is not None else None
+        if attempts is None or job is None:
+            continue
+        document_store.set_status(session, other["id"], "extracting", error=other["error"])
+        job_store.merge_result(session, other["job_id"], {"phase": "extracting", "attempt": attempts, "grouped": True})
+        claimed.append(_Claimed(other, job, attempts))
+    return claimed
+
+
+def _run_group(db: Database, settings: Settings, claimed: list[_Claimed]) -> list[IngestOutcome]:
+    """Read, sniff and extract the claimed uploads in one child (extract_group), then chunk and plan each alone:
+    one document's failure fails that document only."""
+    rules = settings.ingest
+    stages: list[dict[str, int]] = [{} for _ in claimed]
+    results: list[_Prepared | Exception] = []
+    with tempfile.TemporaryDirectory(prefix="mnemoflow-ingest-") as tmp:
+        inputs: list[tuple[int, Path, Format, int]] = []
+        for number, one in enumerate(claimed):
+            path = Path(tmp) / f"input{number}"
+            started = time.perf_counter()
+            try:
+                with db.session() as session, open(path, "wb") as target:
+                    size = document_store.read_upload(session, one.document["id"], target)
+                if size == 0:
+                    raise ExtractionFailed("the uploaded bytes are no longer staged; upload the file again")
+                stages[number]["read_ms"] = _ms(started)
+                inputs.append((number, path, sniff(path), size))
+            except Exception as exc:
+                results.append(exc)
+                continue
+            results.append(ExtractionFailed("not extracted"))  # replaced below
         started = time.perf_counter()
-        items = _items(prepared, document, job["params"])
-        stages["classify_ms"] = _ms(started)
-        with db.session() as session:
-            refs = _plan(session, settings, document["id"], job_id, prepared, items, stages)
-        status = "planned" if refs else "skipped"
-        return IngestOutcome(status, chunks=refs, fmt=prepared.fmt.value, stages_ms=stages)
+        files = [(path, fmt) for _, path, fmt, _ in inputs]
+        extracted = extract_group(files, limits=limits_for(rules, Kind.DOCUMENT), max_chars=rules.max_chars)
+        share = _ms(started) // max(1, len(inputs))  # the child's time, shared evenly
+    for (number, _, fmt, size), outcome in zip(inputs, extracted, strict=True):
+        stages[number]["extract_ms"] = share
+        if isinstance(outcome, Exception):
+            results[number] = outcome
+            continue
+        try:
+            params = claimed[number].job["params"]
+            results[number] = _chunked(settings, params, fmt, outcome, size, None, stages[number])
+        except Exception as exc:
+            results[number] = exc
+    return [
+        _failed_attempt(db, settings, one.document, one.job["id"], one.attempts, result, stage)
+        if isinstance(result, Exception)
+        else _planned(db, settings, one.document, one.job, result, stage)
+        for one, result, stage in zip(claimed, results, stages, strict=True)
+    ]
+
+
+def _planned(
+    db: Database,
+    settings: Settings,
+    document: dict[str, Any],
+    job: dict[str, Any],
+    prepared: _Prepared,
+    stages: dict[str, int],
+) -> IngestOutcome:
+    started = time.perf_counter()
+    items = _items(prepared, document, job["params"])
+    stages["classify_ms"] = _ms(started)
+    with db.session() as session:
+        refs = _plan(session, settings, document["id"], job["id"], prepared, items, stages)
+    status = "planned" if refs else "skipped"
+    return IngestOutcome(status, chunks=refs, fmt=prepared.fmt.value, stages_ms=stages)
 
 
 def _prepare(
     db: Database, settings: Settings, document: dict[str, Any], params: dict[str, Any], stages: dict[str, int]
 ) -> _Prepared | uuid.UUID:
     """Extract and chunk the document; the id of the user's other document when a URL's content is known."""
-    config = params.get("config") or {}
     rules = settings.ingest
     with tempfile.TemporaryDirectory(prefix="mnemoflow-ingest-") as tmp:
         path = Path(tmp) / "input"
@@ -157,14 +263,29 @@ def _prepare(
             path, fmt, limits=limits_for(rules, fmt.kind), source_url=source_url, max_chars=rules.max_chars
         )
         stages["extract_ms"] = _ms(started)
+    return _chunked(settings, params, fmt, extracted, size, source_url, stages)
+
+
+def _chunked(
+    settings: Settings,
+    params: dict[str, Any],
+    fmt: Format,
+    extracted: Extracted,
+    size: int,
+    source_url: str | None,
+    stages: dict[str, int],
+) -> _Prepared:
+    """The extracted document cut into chunks under its job's ingest config."""
+    config = params.get("config") or {}
+    rules = settings.ingest
     started = time.perf_counter()
     try:
-        size, overlap = IngestConfig.model_validate(config).sizes(rules.chunk_size, rules.chunk_overlap)
+        chunk_size, overlap = IngestConfig.model_validate(config).sizes(rules.chunk_size, rules.chunk_overlap)
     except ValueError as exc:  # accepted under other server settings: the job fails with the reason
         raise InvalidInput(str(exc)) from exc
     chunks = chunk_elements(
         extracted.elements,
-        chunk_size=size,
+        chunk_size=chunk_size,
         chunk_overlap=overlap,
         preserve_metadata=config.get("preserve_metadata", True),
         document_metadata=extracted.metadata,
@@ -253,7 +374,7 @@ def _duplicate(
         result = {"phase": "duplicate", "duplicate_of": str(other), "stages_ms": stages}
         job_store.finish_job(session, job_id, status="succeeded", result=result)
     log_document(document, outcome=f"duplicate of {other}", chunks=0, stages=stages)
-    return IngestOutcome("duplicate")
+    return IngestOutcome("duplicate", stages_ms=stages)
 
 
 def is_final(exc: Exception) -> bool:
@@ -278,12 +399,12 @@ def _failed_attempt(
     with db.session() as session:
         if final:
             _fail(session, document, job_id, message, stages)
-            return IngestOutcome("failed", error=message)
+            return IngestOutcome("failed", error=message, stages_ms=stages)
         # Back to queued, the lease given back: if the retry's message is lost too, the sweeper's "sent but never
         # claimed" rule finds it.
         document_store.set_status(session, document["id"], "queued", error=message)
         job_store.merge_result(session, job_id, {"phase": "retrying", "attempt": attempts}, error=message)
-    return IngestOutcome("retry", retry_in=min(60.0, 2.0**attempts), error=message)
+    return IngestOutcome("retry", retry_in=min(60.0, 2.0**attempts), error=message, stages_ms=stages)
 
 
 def _fail(session: Any, document: dict[str, Any], job_id: uuid.UUID, message: str, stages: dict[str, int]) -> None:

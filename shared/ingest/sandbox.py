@@ -5,7 +5,8 @@ PDFium) then fails that document with a clear error, and cannot reach the worker
 another document. Each child (shared/ingest/confine.py) gets a private directory as HOME and TMPDIR holding its
 copy of the input, a clean environment, no network, its own unprivileged uid when the worker is root, resource
 limits and a seccomp filter; it answers in JSON (shared/ingest/answers.py), read under a size cap and the time
-limit. No child is reused: one fork per document, so no tenant's document meets another's in a parser process.
+limit. No child is reused: one fork per document, or per group of one tenant's small documents claimed together
+(shared/ingest/group.py), so no tenant's document meets another's in a parser process.
 
 Children come from a forkserver that has the parsers already imported (unstructured and its spaCy model take
 ~2.5 s to load), so each document costs a fork, not an interpreter start.
@@ -120,16 +121,27 @@ def run_on_file(label: str, limits: Limits, func: Callable[..., T], path: str, *
     return _run(label, limits, func, args, path)
 
 
-def _run(label: str, limits: Limits, func: Callable[..., Any], args: tuple[Any, ...], source: str | None) -> Any:
+def run_on_files(label: str, limits: Limits, func: Callable[..., T], paths: list[str], *args: Any) -> T:
+    """`func(copies, *args)`, as `run_on_file` for several files in one child: the caller vouches that they are one
+    tenant's (a child never reads two tenants' documents); `copies` are the child's own copies, in order."""
+    return _run(label, limits, func, args, paths)
+
+
+def _run(
+    label: str, limits: Limits, func: Callable[..., Any], args: tuple[Any, ...], source: str | list[str] | None
+) -> Any:
     uid = limits.uid_first + secrets.randbelow(limits.uid_count) if os.geteuid() == 0 else None
     started = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="mnemoflow-sandbox-")
     try:
         if source is not None:
-            copy = Path(workdir) / ("input" + Path(source).suffix)
-            shutil.copyfile(source, copy)
-            copy.chmod(0o444)
-            args = (str(copy), *args)
+            copies = []
+            for number, path in enumerate([source] if isinstance(source, str) else source):
+                copy = Path(workdir) / (f"input{number or ''}" + Path(path).suffix)
+                shutil.copyfile(path, copy)
+                copy.chmod(0o444)
+                copies.append(str(copy))
+            args = (copies[0] if isinstance(source, str) else copies, *args)
         if uid is not None:
             os.chown(workdir, uid, uid)
         rules = confine.Confinement(

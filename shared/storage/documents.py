@@ -15,6 +15,7 @@ DOCUMENT_COLUMNS = (
     "id, user_id, source_type, source_uri, filename, mime_type, format, byte_size, content_hash, url_hash, status, "
     "chunk_count, meta, error, job_id, duplicate_of, created_at, updated_at"
 )
+_QUALIFIED = ", ".join("d." + column.strip() for column in DOCUMENT_COLUMNS.split(","))
 UPLOAD_PART_BYTES = 1024 * 1024
 
 
@@ -292,3 +293,27 @@ def status_counts(session: Session) -> list[tuple[str, str, int]]:
         text("SELECT coalesce(format, 'unknown') AS format, status, count(*) AS n FROM documents GROUP BY 1, 2")
     ).all()
     return [(r.format, r.status, int(r.n)) for r in rows]
+
+
+def queued_small_uploads(
+    session: Session, *, user_id: str, besides: uuid.UUID, formats: list[str], max_bytes: int, limit: int
+) -> list[dict[str, Any]]:
+    """Up to `limit` of the user's queued uploads of `formats` and at most `max_bytes`, other than `besides`,
+    whose job was never tried and no worker holds, oldest first; locked until the caller's commit (rows another
+    worker has locked are skipped)."""
+    rows = session.execute(
+        text(
+            f"""
+            SELECT {_QUALIFIED} FROM documents d
+            JOIN jobs j ON j.id = d.job_id
+            WHERE d.user_id = :user_id AND d.id <> :besides AND d.status = 'queued' AND d.source_type = 'upload'
+              AND d.format = ANY(:formats) AND d.byte_size <= :max_bytes
+              AND j.status = 'queued' AND j.attempts = 0 AND (j.lease_until IS NULL OR j.lease_until < now())
+            ORDER BY d.created_at
+            LIMIT :limit
+            FOR UPDATE OF d, j SKIP LOCKED
+            """
+        ),
+        {"user_id": user_id, "besides": besides, "formats": formats, "max_bytes": max_bytes, "limit": limit},
+    ).all()
+    return [dict(r._mapping) for r in rows]
