@@ -158,13 +158,17 @@ def ingest_document(self: Task, **kwargs: Any) -> dict[str, Any]:
         log.warning("[ingest] job %s: cannot reach the database (%s); again in %ss", message.job_id, exc, DATABASE_AWAY)
         raise self.retry(exc=exc, countdown=DATABASE_AWAY) from exc
     metrics.document_step(outcome.fmt, outcome.status, outcome.stages_ms)
+    for companion in outcome.companions:  # claimed with this one; a retry of theirs is the sweeper's to send
+        metrics.document_step(companion.fmt, companion.status, companion.stages_ms)
+        send(*companion.chunks)
     if outcome.retry_in is not None:
         log.warning(
             "[ingest] job %s: attempt failed, retrying in %.0fs: %s", message.job_id, outcome.retry_in, outcome.error
         )
         raise self.retry(countdown=outcome.retry_in)
     send(*outcome.chunks)  # committed already; a lost message is re-sent by the sweeper
-    return {"job_id": str(message.job_id), "status": outcome.status, "chunks": len(outcome.chunks)}
+    grouped = {"grouped_with": len(outcome.companions)} if outcome.companions else {}
+    return {"job_id": str(message.job_id), "status": outcome.status, "chunks": len(outcome.chunks), **grouped}
 
 
 @app.task(name=PlanReembed.task)

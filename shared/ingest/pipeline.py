@@ -104,6 +104,8 @@ def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOut
         document_store.set_status(session, document["id"], "extracting", error=document["error"])
         job_store.merge_result(session, job_id, {"phase": "extracting", "attempt": attempts})
         companions = _claim_companions(session, settings, document, owner) if _groupable(settings, document) else []
+        if companions:
+            job_store.merge_result(session, job_id, {"grouped": True})
     if companions:
         claimed = [_Claimed(document, job, attempts), *companions]
         with contextlib.ExitStack() as beating:

@@ -54,6 +54,7 @@ def test_a_stack_without_the_extras_refuses_what_it_cannot_read_and_reads_the_re
     port, name = free_port(), f"noextras-{uuid.uuid4().hex[:6]}"
     gateway = f"http://127.0.0.1:{port}"
     wav = samples.tone_wav(tmp_path / "tone.wav", seconds=0.5).read_bytes()
+    deck = samples.pptx_file(tmp_path / "deck.pptx").read_bytes()
     docx = samples.docx_file(tmp_path / "report.docx").read_bytes()
     app = make_celery(isolated, "tests.noextras")
     try:
@@ -62,7 +63,7 @@ def test_a_stack_without_the_extras_refuses_what_it_cannot_read_and_reads_the_re
             running(worker_args(name), env, tmp_path / "worker.log") as worker_proc,
         ):
             wait_healthy(gateway, gateway_proc, log_path=tmp_path / "gateway.log")
-            for filename, data, extra in (("tone.wav", wav, "audio"), ("report.docx", docx, "documents")):
+            for filename, data, extra in (("tone.wav", wav, "audio"), ("deck.pptx", deck, "documents")):
                 refused = upload(gateway, filename, data, tenant)
                 assert refused.status_code == 415, refused.text
                 assert f"pip install 'mnemoflow[{extra}]'" in refused.json()["error"]["message"]
@@ -70,6 +71,9 @@ def test_a_stack_without_the_extras_refuses_what_it_cannot_read_and_reads_the_re
             accepted = upload(gateway, "guide.md", samples.MARKDOWN.encode(), tenant)
             assert accepted.status_code == 202, accepted.text
             markdown_id = accepted.json()["document_id"]
+            accepted = upload(gateway, "report.docx", docx, tenant)  # DOCX is in the base install (python-docx)
+            assert accepted.status_code == 202, accepted.text
+            docx_id = accepted.json()["document_id"]
 
             # A recording the gateway let through (one with the audio extra, say) reaches this worker.
             with db.session() as session:
@@ -92,6 +96,9 @@ def test_a_stack_without_the_extras_refuses_what_it_cannot_read_and_reads_the_re
                 lambda: (d := document(gateway, markdown_id, tenant))["status"] in ("done", "failed") and d,
                 timeout=120,
             )
+            report = wait_until(
+                lambda: (d := document(gateway, docx_id, tenant))["status"] in ("done", "failed") and d, timeout=120
+            )
             failed = wait_until(
                 lambda: (d := document(gateway, str(recording.document_id), tenant))["status"] == "failed" and d
             )
@@ -102,3 +109,5 @@ def test_a_stack_without_the_extras_refuses_what_it_cannot_read_and_reads_the_re
     assert read["extracted"]["title"] == "Field Guide"
     assert "languages" not in read["extracted"]  # unstructured would have detected English: the built-in parser read it
     assert "pip install 'mnemoflow[audio]'" in failed["error"]
+    assert report["status"] == "done", report["error"]
+    assert report["extracted"]["title"] == "Annual Report"
