@@ -193,8 +193,7 @@ def run_phase(gateway: str, dsn: str, fmt: str, paths: list[Path], clients: int,
     while True:
         with psycopg.connect(dsn) as conn:
             rows = conn.execute(
-                "SELECT status, chunk_count, meta -> 'stages_ms', j.result ? 'grouped_with' FROM documents d "
-                "LEFT JOIN jobs j ON j.id = d.job_id WHERE d.id = ANY(%s::uuid[])",
+                "SELECT status, chunk_count, meta -> 'stages_ms' FROM documents WHERE id = ANY(%s::uuid[])",
                 (ids,),
             ).fetchall()
         ended = [r for r in rows if r[0] in ("done", "failed", "duplicate")]

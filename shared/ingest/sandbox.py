@@ -53,7 +53,7 @@ _STANDARD_LIBRARY = [
     *(f"encodings.{module.name}" for module in pkgutil.iter_modules(encodings.__path__)),
 ]
 # scrub.py goes first: it wipes the worker's environment out of the forkserver before anything copies it.
-_PARSERS = ["shared.ingest.unstructured_setup", "pypdfium2", "trafilatura", "faster_whisper", "av"]
+_PARSERS = ["shared.ingest.unstructured_setup", "shared.ingest.preload", "faster_whisper", "av"]
 _PRELOAD = ["shared.ingest.scrub", *_PARSERS, *_STANDARD_LIBRARY]
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(_PRELOAD)
