@@ -109,6 +109,59 @@ def percentiles(samples_ms: list[float]) -> dict[str, float]:
 class Servers:
     admin_url: str
     redis_url: str
+    # The embedded servers' processes (None when DATABASE_URL / REDIS_URL point elsewhere), for CpuMeter.
+    postgres_pid: int | None = None
+    valkey_pid: int | None = None
+
+
+class StackUrl(str):
+    """The gateway's URL, as `stack()` yields it, knowing the stack's processes (for CpuMeter)."""
+
+    worker_pid: int
+    gateway_pid: int
+
+    def __new__(cls, url: str, *, worker_pid: int, gateway_pid: int) -> StackUrl:
+        made = super().__new__(cls, url)
+        made.worker_pid, made.gateway_pid = worker_pid, gateway_pid
+        return made
+
+
+def _tree_cpu(root: psutil.Process) -> float:
+    """CPU seconds of `root` and every live descendant, with the children each of them has reaped."""
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+class CpuMeter:
+    """CPU seconds by role (gateway, worker with its parser children, PostgreSQL, Valkey, this process) between
+    two readings: where a run's time went, whatever the wall clock says on a shared machine."""
+
+    def __init__(self, roles: dict[str, int | None]) -> None:
+        self.roles = {name: psutil.Process(pid) for name, pid in roles.items() if pid is not None}
+        self._own = psutil.Process()  # this process alone: the stack it started is counted under its roles
+        self._start = self.read()
+
+    def read(self) -> dict[str, float]:
+        out = {}
+        for name, proc in self.roles.items():
+            try:
+                out[name] = _tree_cpu(proc)
+            except psutil.Error:
+                out[name] = 0.0
+        own = self._own.cpu_times()
+        out["bench client"] = own.user + own.system
+        return out
+
+    def since_start(self) -> dict[str, float]:
+        now = self.read()
+        return {name: now[name] - self._start.get(name, 0.0) for name in now}
+
+    def restart(self) -> None:
+        self._start = self.read()
 
 
 @contextlib.contextmanager
@@ -125,12 +178,20 @@ def servers() -> Iterator[Servers]:
             rd = EmbeddedRedis(Path(tmp) / "valkey", persist=False)
             redis_url = rd.start()
         try:
-            yield Servers(admin, redis_url)
+            yield Servers(admin, redis_url, _postmaster(pg), rd.process.pid if rd and rd.process else None)
         finally:
             if rd:
                 rd.stop()
             if pg:
                 pg.stop()
+
+
+def _postmaster(pg: EmbeddedPostgres | None) -> int | None:
+    if pg is None:
+        return None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int((pg.pgdata / "postmaster.pid").read_text().splitlines()[0])
+    return None
 
 
 def fresh_database(admin_url: str, name: str) -> str:
@@ -196,7 +257,7 @@ def stack(
     concurrency: int = 2,
     log_dir: Path | None = None,
     gateway_workers: int | None = 1,
-) -> Iterator[str]:
+) -> Iterator[StackUrl]:
     """Gateway + one worker on every queue, as child processes; yields the gateway URL once both are ready.
     `gateway_workers`: the gateway's processes (None: MNEMOFLOW_GATEWAY_WORKERS or its default).
 
@@ -237,7 +298,7 @@ def stack(
             log_path=log_dir / "worker.log",
         )
         wait_settled(procs)
-        yield url
+        yield StackUrl(url, worker_pid=procs[0].pid, gateway_pid=procs[-1].pid)
     finally:
         for proc in procs:
             proc.terminate()

@@ -13,8 +13,9 @@ and its Python port packages/openmemory-py/src/openmemory/memory/hsg.py), with f
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -43,6 +44,34 @@ class SectorConfig:
     weight: float
     patterns: tuple[re.Pattern[str], ...]
     description: str
+    # The patterns split for speed (same counts): a `\b(word|word|...)\b` pattern of plain words counts the text's
+    # words in its set, from one tokenisation shared by every sector; the others run as regular expressions.
+    word_sets: tuple[frozenset[str], ...] = field(init=False, repr=False)
+    expressions: tuple[re.Pattern[str], ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        words = [(pattern, _plain_words(pattern.pattern)) for pattern in self.patterns]
+        object.__setattr__(self, "word_sets", tuple(found for _, found in words if found is not None))
+        object.__setattr__(self, "expressions", tuple(pattern for pattern, found in words if found is None))
+
+
+_WORD_ALTERNATION = re.compile(r"\\b\(([a-z|?]+)\)\\b")
+
+
+def _plain_words(source: str) -> frozenset[str] | None:
+    """The words of a `\b(w1|w2|...)\b` pattern of plain lower-case words (`ws?` meaning w and ws); None for any
+    other pattern. Such a pattern matches exactly the text's maximal runs of word characters that are one of its
+    words: the alternatives hold only word characters and \b bounds them on both sides."""
+    match = _WORD_ALTERNATION.fullmatch(source)
+    if match is None:
+        return None
+    words: set[str] = set()
+    for alternative in match.group(1).split("|"):
+        stem, optional = (alternative[:-1], True) if alternative.endswith("?") else (alternative, False)
+        if not stem.isalpha() or "?" in stem:
+            return None
+        words.update((stem, stem[:-1]) if optional else (stem,))
+    return frozenset(words)
 
 
 SECTOR_CONFIGS: Mapping[str, SectorConfig] = MappingProxyType(
@@ -138,10 +167,22 @@ class Classification:
 
 def sector_score(text: str, config: SectorConfig) -> float:
     """Pattern occurrences in the text (any case) times the sector's weight."""
-    return _score(text.lower(), config)
+    lowered = text.lower()
+    return _score(lowered, Counter(_WORD.findall(lowered)), config)
 
 
-def _score(lowered: str, config: SectorConfig) -> float:
+_WORD = re.compile(r"\w+")
+
+
+def _score(lowered: str, words: Counter[str], config: SectorConfig) -> float:
+    """`sum(len(p.findall(lowered)) for p in config.patterns) * weight`, the plain-word patterns counted from
+    `words` (the text's maximal word-character runs): the same sum, a third of the cost on long chunks."""
+    counted = sum(words[word] for word_set in config.word_sets for word in word_set if word in words)
+    return (counted + sum(len(pattern.findall(lowered)) for pattern in config.expressions)) * config.weight
+
+
+def _score_by_patterns(lowered: str, config: SectorConfig) -> float:
+    """The reference: every pattern run as a regular expression (the tests hold `_score` to it)."""
     return sum(len(pattern.findall(lowered)) for pattern in config.patterns) * config.weight
 
 
@@ -149,7 +190,8 @@ def classify(text: str, *, default_sector: str = DEFAULT_SECTOR) -> Classificati
     """Primary, additional sectors and confidence by OpenMemory's pattern-score rules."""
     validate_sector(default_sector)
     lowered = text.lower()
-    scores = MappingProxyType({name: _score(lowered, SECTOR_CONFIGS[name]) for name in SECTORS})
+    words = Counter(_WORD.findall(lowered))
+    scores = MappingProxyType({name: _score(lowered, words, SECTOR_CONFIGS[name]) for name in SECTORS})
     # sorted() is stable, so ties keep SECTORS order.
     ranked = sorted(SECTORS, key=lambda name: -scores[name])
     primary, top, runner_up = ranked[0], scores[ranked[0]], scores[ranked[1]]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
+from shared.memory import sectors
 from shared.memory.sectors import SECTOR_CONFIGS, SECTORS, Classification, classify, validate_sector
 
 
@@ -102,3 +106,31 @@ def test_patterns_match_in_any_case():
     mixed = classify("Yesterday I went to the concert and I was so Happy, when I saw the band!!")
     assert dict(lower.scores) == dict(upper.scores) == dict(mixed.scores)
     assert lower.scores["episodic"] >= 4 * SECTOR_CONFIGS["episodic"].weight  # yesterday, went, i was, when i, saw
+
+
+def _tricky_texts() -> list[str]:
+    """Texts built from every pattern's own words, joined by what sits at a word's edge in real text."""
+    rng = random.Random(7)
+    # The words as the pattern sources spell them (an optional letter both ways), not as the fast path read them.
+    sources = [p.pattern for config in SECTOR_CONFIGS.values() for p in config.patterns]
+    words = sorted({w for source in sources for w in re.findall(r"[a-z]+", source.replace("\\s", " ")) if len(w) > 1})
+    words += [w[:-1] for w in words]
+    words += ["how to", "step by step", "last week", "next year", "at 9:30", "on monday", "I'm going to", "is a"]
+    words += ["defined as", "stands for", "to make", "remember when", "that time", "we were", "!!!", "!"]
+    edges = [" ", "\n", ", ", ".", "_", "-", "'", "é", "ä", "2", "", "  ", "\t", "ß", "Σ", "’"]
+    texts = []
+    for _ in range(400):
+        parts = [rng.choice(words) for _ in range(rng.randint(1, 40))]
+        parts = [p.upper() if rng.random() < 0.1 else p.capitalize() if rng.random() < 0.2 else p for p in parts]
+        texts.append("".join(p + rng.choice(edges) for p in parts))
+    return texts
+
+
+def test_counting_plain_word_patterns_from_tokens_gives_the_regular_expressions_counts() -> None:
+    assert sum(len(c.word_sets) for c in SECTOR_CONFIGS.values()) >= 20  # most patterns take the fast path
+    for text in _tricky_texts():
+        lowered = text.lower()
+        words = sectors.Counter(sectors._WORD.findall(lowered))
+        for config in SECTOR_CONFIGS.values():
+            fast, reference = sectors._score(lowered, words, config), sectors._score_by_patterns(lowered, config)
+            assert fast == reference, (text, config.name)
