@@ -1,4 +1,5 @@
-"""The parser sandbox's own cost per document: a round trip to a child doing nothing, and small documents extracted.
+"""The parser sandbox's own cost per document: a round trip to a child doing nothing, small documents extracted
+alone and in groups (one child for several of a tenant's documents), beside the same parse in this process.
 
 The round trip is what the sandbox adds to every document whatever its parser costs (fork from the forkserver,
 confinement, private directory, answer); the small documents show it beside real parses; "confinement" is
@@ -21,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from shared.ingest import extract, sniff
+from shared.ingest import extract, extract_group, sniff
+from shared.ingest.parsers import parse_document
 from shared.ingest.sandbox import DOCUMENT_LIMITS, run_limited
 
 
@@ -74,12 +76,17 @@ def confinement_seconds(runs: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=15, help="documents per format (and 3x as many round trips)")
+    parser.add_argument("--group", type=int, default=8, help="documents per group (MNEMOFLOW_INGEST_GROUP_DOCUMENTS)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
         corpus = small_corpus(Path(tmp))
         run_limited("warm-up", DOCUMENT_LIMITS, os.getpid)
         times: dict[str, list[float]] = {"round trip": [], **{label: [] for label in corpus}}
+        grouped: dict[str, list[float]] = {label: [] for label in corpus}
+        inline: dict[str, list[float]] = {label: [] for label in corpus}
         formats = {label: sniff(path) for label, path in corpus.items()}
+        for label, path in corpus.items():  # imports and first calls of the parsers in this process
+            parse_document(str(path), formats[label], None)
         for _ in range(args.repeat):
             for _ in range(3):
                 started = time.perf_counter()
@@ -89,12 +96,26 @@ def main() -> None:
                 started = time.perf_counter()
                 extract(path, formats[label])
                 times[label].append(time.perf_counter() - started)
+                started = time.perf_counter()
+                extract_group([(path, formats[label])] * args.group)
+                grouped[label].append((time.perf_counter() - started) / args.group)
+                started = time.perf_counter()
+                parse_document(str(path), formats[label], None)
+                inline[label].append(time.perf_counter() - started)
         times["confinement"] = confinement_seconds(3 * args.repeat)
     print(f"\nparser sandbox, ms per document (median, p90; {args.repeat} per format; worker uid {os.geteuid()})")
     for label, samples_s in times.items():
         ordered = sorted(samples_s)
         p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
         print(f"  {label:>10}: {statistics.median(ordered) * 1000:7.1f} ms   p90 {p90 * 1000:7.1f} ms")
+    print(f"\nthe sandbox's cost per document: alone, and in a group of {args.group} (one child), against the same")
+    print("parse in this process (medians, ms)")
+    print(f"{'format':>8} {'in process':>11} {'alone':>8} {'overhead':>9} {'grouped':>8} {'overhead':>9}")
+    for label in corpus:
+        raw = statistics.median(inline[label]) * 1000
+        alone = statistics.median(times[label]) * 1000
+        group = statistics.median(grouped[label]) * 1000
+        print(f"{label:>8} {raw:>11.1f} {alone:>8.1f} {alone - raw:>9.1f} {group:>8.1f} {group - raw:>9.1f}")
 
 
 if __name__ == "__main__":
