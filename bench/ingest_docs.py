@@ -136,8 +136,11 @@ def raw_parse(fmt: str, path: str) -> int:
     if fmt in ("txt", "md"):
         with open(path, "rb") as handle:
             return len(handle.read().decode("utf-8"))
-    if fmt == "wav":
-        return sum(len(segment.text) for segment in _whisper().transcribe(path, language="en")[0])
+    if fmt == "wav":  # the worker's model and decoding settings (shared/ingest/audio.py)
+        segments, _ = _whisper().transcribe(
+            path, language="en", beam_size=1, vad_filter=False, condition_on_previous_text=False
+        )
+        return sum(len(segment.text) for segment in segments)
     raise ValueError(fmt)
 
 
@@ -150,7 +153,7 @@ def _whisper() -> Any:
 
         from shared.ingest.audio import model_dir
 
-        _MODEL.append(WhisperModel(str(model_dir()), device="cpu", compute_type="int8", cpu_threads=1))
+        _MODEL.append(WhisperModel(str(model_dir()), device="cpu", compute_type="int8", cpu_threads=2))
     return _MODEL[0]
 
 
