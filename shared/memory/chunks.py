@@ -44,6 +44,7 @@ def store_chunk(
     Items made from a document become memories placed in it (document_id, chunk_index); their vectors land in
     the fresh tier, searched at once and merged into the index in the background.
     """
+    began = time.perf_counter()
     chunk = job_store.claim_chunk(session, job_id, seq, owner)
     if chunk is None:
         return None
@@ -67,7 +68,7 @@ def store_chunk(
         embed_log_store.log_embedding(session, call, purpose=job["kind"], job_id=job_id)
     try:
         with session.begin_nested():  # all of the chunk, or (its job cancelled meanwhile) none of it
-            status, created = _store(engine, session, job, seq, items, prepared, embedded - started)
+            status, created = _store(engine, session, job, seq, items, prepared, embedded - started, began)
     except JobCancelled:
         cancels.cancel_chunk(session, job_id, seq)
         return job_store.CANCELLED
@@ -84,6 +85,7 @@ def _store(
     items: list[ChunkItem],
     prepared: list[NewMemory],
     embed_seconds: float,
+    began: float,
 ) -> tuple[str, int]:
     """Store the chunk's memories and complete it; (the job's status, memories created). JobCancelled when the
     job was cancelled before the chunk completed (the caller rolls the chunk back)."""
@@ -96,9 +98,10 @@ def _store(
     if sequence:  # where each item went, for the links made when the last chunk is done
         result["sequence"] = [[i.position, str(ref.id), ref.created] for i, ref in zip(items, refs, strict=True)]
     ingest = job["kind"] == JobKind.INGEST
-    if ingest:  # a document's stage times (summed over its chunks by chunk_totals)
-        result["embed_ms"] = round(embed_seconds * 1000)
-        result["store_ms"] = round((time.perf_counter() - stored) * 1000)
+    # the chunk's stage times (summed over its job's chunks by chunk_totals: a document's stages, a batch's split)
+    result["embed_ms"] = round(embed_seconds * 1000)
+    result["store_ms"] = round((time.perf_counter() - stored) * 1000)
+    result["work_ms"] = round((time.perf_counter() - began) * 1000)
     status = job_store.complete_chunk(session, job_id, seq, done=len(items), result=result, finish_job=not ingest)
     if status == job_store.CANCELLED:
         raise JobCancelled(job_id)

@@ -136,13 +136,14 @@ def complete_chunk(
 ) -> str:
     """Mark a chunk done and advance its job; returns the job's status afterwards. CANCELLED: the job was cancelled
     (this statement waited for the cancel, or found it): roll back what the chunk stored, it must not count.
+    `done_at` is this moment (not the transaction's start, which is when the worker began the chunk).
 
     finish_job=False: the job stays running after its last chunk (a final step of its own finishes it).
     """
     session.execute(
         text(
-            "UPDATE job_chunks SET status = 'done', done_at = now(), result = CAST(:result AS jsonb), items = '[]', "
-            "lease_owner = NULL, lease_until = NULL "
+            "UPDATE job_chunks SET status = 'done', done_at = clock_timestamp(), result = CAST(:result AS jsonb), "
+            "items = '[]', lease_owner = NULL, lease_until = NULL "
             "WHERE job_id = :job_id AND seq = :seq"
         ),
         {"job_id": job_id, "seq": seq, "result": json.dumps(result)},
