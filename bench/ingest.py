@@ -365,7 +365,7 @@ def report_split(run: Run, concurrency: int) -> None:
         ("gateway: parse + plan (POSTs, serial)", parse, wall),
         ("gateway: write chunks + send (POSTs)", posts - parse, wall),
         *((f"worker: {name}", seconds, wall * concurrency) for name, seconds in busy.items()),
-        ("worker: idle (pool slots x wall - busy)", wall * concurrency - worker, wall * concurrency),
+        ("worker: idle or merging (slots x wall - chunks)", wall * concurrency - worker, wall * concurrency),
     ]
     print(f"  {'where':<44} {'seconds':>8} {'share':>7}  (of)")
     for name, seconds, of in rows:
