@@ -142,9 +142,19 @@ class Job:
     tries: int = 0
 
 
-def _poll(gateway: str, jobs: list[Job], posting: threading.Event, interval: float, k: int) -> None:
+def _poll(
+    gateway: str, jobs: list[Job], posting: threading.Event, interval: float, k: int, errors: list[BaseException]
+) -> None:
     """Follow the jobs in the order sent, one GET at a time (the polling costs the stack little); as soon as one
-    has succeeded, query one of its texts (the plain client's body) until it is in the results."""
+    has succeeded, query one of its texts (the plain client's body) until it is in the results. What goes wrong
+    lands in `errors` (the main thread raises it)."""
+    try:
+        _follow(gateway, jobs, posting, interval, k)
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def _follow(gateway: str, jobs: list[Job], posting: threading.Event, interval: float, k: int) -> None:
     with httpx.Client(base_url=gateway, timeout=300) as client:
         index = 0
         while posting.is_set() or index < len(jobs):
@@ -248,7 +258,8 @@ def ours(
     jobs: list[Job] = []
     posting = threading.Event()
     posting.set()
-    poller = threading.Thread(target=_poll, args=(gateway, jobs, posting, 0.1, k), daemon=True)
+    errors: list[BaseException] = []
+    poller = threading.Thread(target=_poll, args=(gateway, jobs, posting, 0.1, k, errors), daemon=True)
     cpu_before = _cpu_by_group(database_url)
     with httpx.Client(base_url=gateway, timeout=300) as client:
         started = time.time()
@@ -265,6 +276,8 @@ def ours(
         finally:
             posting.clear()
         poller.join()
+        if errors:
+            raise errors[0]
         queryable_s = max(j.found or j.seen for j in jobs) - started
         cpu_after = _cpu_by_group(database_url)
         cpu = {name: cpu_after.get(name, 0.0) - cpu_before.get(name, 0.0) for name in cpu_after}
