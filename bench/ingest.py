@@ -6,6 +6,15 @@ Baselines, measured in the same run on the same machine:
 - the model's own rate: the provider embedding the same texts in as many processes as the worker has,
   nothing else running (`raw model`). End to end / raw model is the pipeline's overhead.
 
+Besides the rates it prints:
+- queryable after success: as soon as the poller (one GET at a time, in the order sent) sees a job succeeded,
+  one of its texts is queried with a plain client's body (`query`, `user_id`, `k`) until it is in the results;
+- where the time goes, per job and in total, from the job record (the gateway's transaction start, each chunk's
+  `done_at` and its `embed_ms`/`store_ms`/`work_ms`) and the client's clock (same machine), and the CPU seconds
+  of the gateway, the worker and PostgreSQL over the ingest;
+- query p95 while the fresh tier drains into the index (queries back to back, at most --queries) against as
+  many queries once it settled, on the same store.
+
     python -m bench.ingest --sizes 10000 100000                 # synthetic embeddings
     python -m bench.ingest --provider local --sizes 5000         # the default MiniLM model
 """
