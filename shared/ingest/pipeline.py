@@ -30,10 +30,9 @@ from shared.api.ingest import IngestConfig
 from shared.config import Settings
 from shared.db import Database
 from shared.errors import ExtractionFailed, InvalidInput, MnemoflowError, UpstreamFailed
-from shared.ingest import Chunk, Format, check_declared, chunk_elements, extract, extract_group, fetch_url, sniff
+from shared.ingest import Chunk, Format, check_declared, chunk_elements, extract, fetch_url, group, sniff
 from shared.ingest.completion import finish_document, log_document
 from shared.ingest.elements import Extracted
-from shared.ingest.formats import Kind
 from shared.ingest.sandbox import limits_for
 from shared.jobs import ChunkItem, Classified, Placement, StoreChunk, plan_chunks
 from shared.memory import sectors as sector_rules
@@ -43,8 +42,6 @@ from shared.storage import jobs as job_store
 from shared.text import normalize_content
 
 _OPEN = ("queued", "extracting")
-# The formats small uploads of which are parsed in groups (shared.ingest.extract.extract_group).
-_GROUPED = frozenset(f.value for f in Format if f.kind is Kind.DOCUMENT)
 # Site answers that a retry may well change.
 _TRANSIENT_HTTP = frozenset({408, 425, 429})
 
@@ -103,11 +100,11 @@ def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOut
             return IngestOutcome("failed", error=message)
         document_store.set_status(session, document["id"], "extracting", error=document["error"])
         job_store.merge_result(session, job_id, {"phase": "extracting", "attempt": attempts})
-        companions = _claim_companions(session, settings, document, owner) if _groupable(settings, document) else []
+        companions = group.claim_companions(session, settings, document, owner)
         if companions:
             job_store.merge_result(session, job_id, {"grouped": True})
     if companions:
-        claimed = [_Claimed(document, job, attempts), *companions]
+        claimed = [group.Claimed(document, job, attempts), *companions]
         with contextlib.ExitStack() as beating:
             for one in claimed:
                 beating.enter_context(leases.Heartbeat(db, one.job["id"], owner, settings.job_lease_seconds))
@@ -125,87 +122,24 @@ def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOut
         return _planned(db, settings, document, job, prepared, stages)
 
 
-@dataclass
-class _Claimed:
-    document: dict[str, Any]
-    job: dict[str, Any]
-    attempts: int
-
-
-def _groupable(settings: Settings, document: dict[str, Any]) -> bool:
-    """Whether this document may be parsed with others of its tenant: a small upload of a document format."""
-    rules = settings.ingest
-    if rules.group_documents < 2 or document["source_type"] != "upload" or document["format"] not in _GROUPED:
-        return False
-    return 0 < (document["byte_size"] or 0) <= rules.group_max_kb * 1024
-
-
-def _claim_companions(session: Any, settings: Settings, document: dict[str, Any], owner: str) -> list[_Claimed]:
-    """Claim up to group_documents - 1 more of this tenant's small queued uploads, never tried before, that no
-    live worker holds; in the caller's transaction, so their own messages find them claimed and leave."""
-    rules = settings.ingest
-    found = document_store.queued_small_uploads(
-        session,
-        user_id=document["user_id"],
-        besides=document["id"],
-        formats=sorted(_GROUPED),
-        max_bytes=rules.group_max_kb * 1024,
-        limit=rules.group_documents - 1,
-    )
-    claimed = []
-    for other in found:
-        attempts = leases.claim_job(session, other["job_id"], owner=owner, ttl=settings.job_lease_seconds)
-        job = job_store.get_job(session, other["job_id"]) if attempts is not None else None
-        if attempts is None or job is None:
-            continue
-        document_store.set_status(session, other["id"], "extracting", error=other["error"])
-        job_store.merge_result(session, other["job_id"], {"phase": "extracting", "attempt": attempts, "grouped": True})
-        claimed.append(_Claimed(other, job, attempts))
-    return claimed
-
-
-def _run_group(db: Database, settings: Settings, claimed: list[_Claimed]) -> list[IngestOutcome]:
-    """Read, sniff and extract the claimed uploads in one child (extract_group), then chunk and plan each alone:
-    one document's failure fails that document only."""
-    rules = settings.ingest
-    stages: list[dict[str, int]] = [{} for _ in claimed]
-    results: list[_Prepared | Exception] = []
-    with tempfile.TemporaryDirectory(prefix="mnemoflow-ingest-") as tmp:
-        inputs: list[tuple[int, Path, Format, int]] = []
-        for number, one in enumerate(claimed):
-            path = Path(tmp) / f"input{number}"
-            started = time.perf_counter()
+def _run_group(db: Database, settings: Settings, claimed: list[group.Claimed]) -> list[IngestOutcome]:
+    """Extract the claimed uploads in one child (group.extract_claimed), then chunk and plan each alone: one
+    document's failure fails that document only."""
+    outcomes = []
+    for one, read in zip(claimed, group.extract_claimed(db, settings, claimed), strict=True):
+        result: _Prepared | Exception = read.error or ExtractionFailed("not extracted")
+        if read.extracted is not None and read.fmt is not None:
             try:
-                with db.session() as session, open(path, "wb") as target:
-                    size = document_store.read_upload(session, one.document["id"], target)
-                if size == 0:
-                    raise ExtractionFailed("the uploaded bytes are no longer staged; upload the file again")
-                stages[number]["read_ms"] = _ms(started)
-                inputs.append((number, path, sniff(path), size))
+                result = _chunked(settings, one.job["params"], read.fmt, read.extracted, read.size, None, read.stages)
             except Exception as exc:
-                results.append(exc)
-                continue
-            results.append(ExtractionFailed("not extracted"))  # replaced below
-        started = time.perf_counter()
-        files = [(path, fmt) for _, path, fmt, _ in inputs]
-        extracted = extract_group(files, limits=limits_for(rules, Kind.DOCUMENT), max_chars=rules.max_chars)
-        share = _ms(started) // max(1, len(inputs))  # the child's time, shared evenly
-    for (number, _, fmt, size), outcome in zip(inputs, extracted, strict=True):
-        stages[number]["extract_ms"] = share
-        if isinstance(outcome, Exception):
-            results[number] = outcome
-            continue
-        try:
-            params = claimed[number].job["params"]
-            results[number] = _chunked(settings, params, fmt, outcome, size, None, stages[number])
-        except Exception as exc:
-            results[number] = exc
-    return [
-        _failed_attempt(db, settings, one.document, one.job["id"], one.attempts, result, stage)
-        if isinstance(result, Exception)
-        else _planned(db, settings, one.document, one.job, result, stage)
-        for one, result, stage in zip(claimed, results, stages, strict=True)
-    ]
+                result = exc
+        if isinstance(result, Exception):
+            outcomes.append(
+                _failed_attempt(db, settings, one.document, one.job["id"], one.attempts, result, read.stages)
+            )
+        else:
+            outcomes.append(_planned(db, settings, one.document, one.job, result, read.stages))
+    return outcomes
 
 
 def _planned(

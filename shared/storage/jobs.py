@@ -135,9 +135,8 @@ def complete_chunk(
     session: Session, job_id: uuid.UUID, seq: int, *, done: int, result: dict[str, Any], finish_job: bool = True
 ) -> str:
     """Mark a chunk done and advance its job; returns the job's status afterwards. CANCELLED: the job was cancelled
-    (this statement waited for the cancel, or found it): roll back what the chunk stored, it must not count.
+    (this statement waited for the cancel, or found it): roll back what the chunk stored, it must not count;
     `done_at` is this moment (not the transaction's start, which is when the worker began the chunk).
-
     finish_job=False: the job stays running after its last chunk (a final step of its own finishes it).
     """
     session.execute(

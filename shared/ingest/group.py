@@ -1,0 +1,122 @@
+"""A tenant's small uploads claimed together and extracted in one sandboxed child.
+
+docs/ingestion.md#small-documents-in-groups has the rules.
+
+The ingest step that claims a small upload also claims up to `group_documents - 1` more of the same tenant's
+queued uploads, never tried and held by no live worker, in its claim's transaction; they are read, sniffed and
+extracted in one child (shared.ingest.extract.extract_group), then chunked and planned one by one by the pipeline.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared.config import Settings
+from shared.db import Database
+from shared.errors import ExtractionFailed
+from shared.ingest import extract_group, sniff
+from shared.ingest.elements import Extracted
+from shared.ingest.formats import Format, Kind
+from shared.ingest.sandbox import limits_for
+from shared.storage import documents as document_store
+from shared.storage import jobs as job_store
+from shared.storage import leases
+
+# The formats whose small uploads are parsed in groups: documents (audio and video take seconds each).
+GROUPED = frozenset(f.value for f in Format if f.kind is Kind.DOCUMENT)
+
+
+@dataclass
+class Claimed:
+    """A document whose ingest step this worker claimed, with its job and the attempt it counts."""
+
+    document: dict[str, Any]
+    job: dict[str, Any]
+    attempts: int
+
+
+@dataclass
+class Read:
+    """What extracting one claimed document gave: its format, elements and size, or the error that fails it."""
+
+    fmt: Format | None = None
+    extracted: Extracted | None = None
+    size: int = 0
+    error: Exception | None = None
+    stages: dict[str, int] = field(default_factory=dict)
+
+
+def groupable(settings: Settings, document: dict[str, Any]) -> bool:
+    """Whether this document may be parsed with others of its tenant: a small upload of a document format."""
+    rules = settings.ingest
+    if rules.group_documents < 2 or document["source_type"] != "upload" or document["format"] not in GROUPED:
+        return False
+    return 0 < (document["byte_size"] or 0) <= rules.group_max_kb * 1024
+
+
+def claim_companions(session: Any, settings: Settings, document: dict[str, Any], owner: str) -> list[Claimed]:
+    """Claim up to group_documents - 1 more of this tenant's small queued uploads, never tried before, that no
+    live worker holds ([] when `document` is not groupable); in the caller's transaction, so their own messages
+    find them claimed and leave."""
+    if not groupable(settings, document):
+        return []
+    rules = settings.ingest
+    found = document_store.queued_small_uploads(
+        session,
+        user_id=document["user_id"],
+        besides=document["id"],
+        formats=sorted(GROUPED),
+        max_bytes=rules.group_max_kb * 1024,
+        limit=rules.group_documents - 1,
+    )
+    claimed = []
+    for other in found:
+        attempts = leases.claim_job(session, other["job_id"], owner=owner, ttl=settings.job_lease_seconds)
+        job = job_store.get_job(session, other["job_id"]) if attempts is not None else None
+        if attempts is None or job is None:
+            continue
+        document_store.set_status(session, other["id"], "extracting", error=other["error"])
+        job_store.merge_result(session, other["job_id"], {"phase": "extracting", "attempt": attempts, "grouped": True})
+        claimed.append(Claimed(other, job, attempts))
+    return claimed
+
+
+def extract_claimed(db: Database, settings: Settings, claimed: list[Claimed]) -> list[Read]:
+    """Read each claimed upload from its staging, sniff it, and extract them all in one child; in order."""
+    rules = settings.ingest
+    reads = [Read() for _ in claimed]
+    with tempfile.TemporaryDirectory(prefix="mnemoflow-ingest-") as tmp:
+        inputs: list[tuple[Read, Path]] = []
+        for number, (one, read) in enumerate(zip(claimed, reads, strict=True)):
+            path = Path(tmp) / f"input{number}"
+            started = time.perf_counter()
+            try:
+                with db.session() as session, open(path, "wb") as target:
+                    read.size = document_store.read_upload(session, one.document["id"], target)
+                if read.size == 0:
+                    raise ExtractionFailed("the uploaded bytes are no longer staged; upload the file again")
+                read.stages["read_ms"] = _ms(started)
+                read.fmt = sniff(path)
+            except Exception as exc:
+                read.error = exc
+                continue
+            inputs.append((read, path))
+        started = time.perf_counter()
+        files = [(path, read.fmt) for read, path in inputs if read.fmt is not None]
+        outcomes = extract_group(files, limits=limits_for(rules, Kind.DOCUMENT), max_chars=rules.max_chars)
+        share = _ms(started) // max(1, len(inputs))  # the child's time, shared evenly
+    for (read, _), outcome in zip(inputs, outcomes, strict=True):
+        read.stages["extract_ms"] = share
+        if isinstance(outcome, Extracted):
+            read.extracted = outcome
+        else:
+            read.error = outcome
+    return reads
+
+
+def _ms(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
