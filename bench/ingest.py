@@ -125,7 +125,7 @@ def raw_model_rate(provider: str, texts: list[str], processes: int) -> float:
 
 
 def ours(
-    gateway: str, database_url: str, texts: list[str], request_size: int, *, settle: bool = True
+    gateway: str, database_url: str, texts: list[str], request_size: int, *, settle: bool = True, user: str = USER
 ) -> tuple[float, float]:
     """Seconds from the first POST /memory/batch until every job succeeded (stored and queryable),
     and until the background merge has indexed and linked everything (settled; with settle=False, not waited for:
@@ -135,18 +135,18 @@ def ours(
         jobs = []
         for start in range(0, len(texts), request_size):
             items = [{"content": t} for t in texts[start : start + request_size]]
-            response = client.post("/memory/batch", json={"items": items, "user_id": USER})
+            response = client.post("/memory/batch", json={"items": items, "user_id": user})
             response.raise_for_status()
             jobs.append(response.json()["job_id"])
         # One job polled at a time (in the order sent), so the polling itself costs the stack little.
         for job_id in jobs:
-            while (job := client.get(f"/jobs/{job_id}", params={"user_id": USER}).json())["status"] != "succeeded":
+            while (job := client.get(f"/jobs/{job_id}", params={"user_id": user}).json())["status"] != "succeeded":
                 if job["status"] == "failed":
                     raise RuntimeError(f"job failed: {job}")
                 time.sleep(0.1)
         queryable = time.perf_counter() - started
         probe = texts[len(texts) // 2]
-        found = client.post("/memory/query", json={"query": probe, "user_id": USER, "k": 5}).json()["matches"]
+        found = client.post("/memory/query", json={"query": probe, "user_id": user, "k": 5}).json()["matches"]
         if not any(m["content"] == probe for m in found):
             print(f"  warning: probe memory not in top 5 for its own text: {probe!r}")
     if not settle:
