@@ -36,6 +36,11 @@ def backends(admin_url: str, database: str) -> dict[int, str]:
     return {pid: name for pid, name in rows}
 
 
+def fresh(url: str) -> int:
+    with psycopg.connect(plain_dsn(url)) as conn:
+        return int(conn.execute("SELECT count(*) FROM memory_vectors WHERE NOT indexed").fetchone()[0])  # type: ignore[index]
+
+
 def test_a_worker_and_the_backends_it_works_on_run_at_the_niceness_set(
     servers, settings, make_store, tenant, tmp_path: Path
 ) -> None:
@@ -67,6 +72,7 @@ def test_a_worker_and_the_backends_it_works_on_run_at_the_niceness_set(
             make_celery(isolated, "tests.priority"), StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant)
         )
         wait_until(lambda: job_state(db.bound(tenant), job_id)["status"] == "succeeded", timeout=60)
+        wait_until(lambda: fresh(url) == 0, timeout=60)  # merged: the merge's connections were open and set
         workers = wait_until(
             lambda: (
                 found
