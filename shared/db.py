@@ -16,9 +16,9 @@ from psycopg.rows import dict_row, namedtuple_row
 from sqlalchemy import URL, Engine, create_engine, event, exc, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from shared import priority
 from shared.backpressure import Timeouts
 from shared.config import Settings, normalize_database_url
+from shared.storage import priority
 from shared.tenancy import DbRole, bind_tenants, declare_tenants, require_role, role_options
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def create_db_engine(
     (shared/tenancy.py): the app role by default, which sees only the rows of a session's tenant. `max_overflow`:
     connections opened beyond `pool_size` on demand (default: as many again). `timeouts`: each connection's
     statement and lock timeouts (default: the workers', `settings.database_limits.worker`). `backend_nice`: the
-    niceness each connection's server process is given when the server is local (shared/priority.py)."""
+    niceness each connection's server process is given when the server is local (shared/storage/priority.py)."""
     if not settings.database_url:
         raise RuntimeError("DATABASE_URL is not set; start the stack with `mnemoflow up` or set it")
     limits = timeouts or settings.database_limits.worker

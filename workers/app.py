@@ -15,7 +15,7 @@ from typing import Any
 import redis
 from celery import signals
 
-from shared import priority, worker_status
+from shared import worker_status
 from shared.config import get_settings
 from shared.db import Database, create_db_engine, schema_session
 from shared.embedding import EmbeddingProvider
@@ -34,6 +34,7 @@ from shared.jobs import (
 from shared.logs import configure_logging
 from shared.memory.engine import MemoryEngine
 from shared.queueing import make_celery
+from shared.storage import priority
 from shared.storage.sector_models import StoreModel, ensure_store_model_for
 from shared.tenancy import DbRole
 from workers import metrics

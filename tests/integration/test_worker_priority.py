@@ -1,7 +1,7 @@
-"""MNEMOFLOW_WORKER_NICE and MNEMOFLOW_WORKER_BACKEND_NICE take effect on a real worker (shared/priority.py): its
-processes run at the niceness set, and so do the PostgreSQL backends its tasks work on when the server runs here as
-the same user (the embedded one), each backend's autogroup too (a backend leads a session of its own); other
-connections' backends, as the gateway's, keep theirs."""
+"""MNEMOFLOW_WORKER_NICE and MNEMOFLOW_WORKER_BACKEND_NICE take effect on a real worker
+(shared/storage/priority.py): its processes run at the niceness set, and so do the PostgreSQL backends its tasks
+work on when the server runs here as a user the worker may renice (the embedded one), each backend's autogroup too
+(a backend leads a session of its own); other connections' backends, as the gateway's, keep theirs."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import redis
 from sqlalchemy import make_url
 
 from bench.common import plain_dsn
-from shared import priority
 from shared.jobs import StoreChunk
 from shared.queueing import make_celery, send
+from shared.storage import priority
 from tests.conftest import running, service_env, wait_for_worker, worker_args
 from tests.integration.helpers import job_state, make_job, wait_until
 
