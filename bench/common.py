@@ -10,9 +10,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
@@ -210,9 +211,12 @@ def bench_settings(database_url: str) -> Settings:
     )
 
 
-def wait_settled(
-    procs: list[subprocess.Popen[bytes]], *, busy: float = 0.05, interval: float = 1.0, timeout: float = 60.0
-) -> float:
+class HasPid(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+
+def wait_settled(procs: Sequence[HasPid], *, busy: float = 0.05, interval: float = 1.0, timeout: float = 60.0) -> float:
     """Block until `procs` and all their children together use under `busy` of one core over `interval`
     seconds (start-up work done); returns the seconds waited. Gives up quietly after `timeout`: a stack that
     never settles is measured as it is, with a note."""

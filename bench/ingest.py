@@ -326,6 +326,40 @@ def ours(
     return Run(jobs, started, queryable_s, settled_s, cpu, draining_ms, idle_ms, chunks, (merged_early, vectors))
 
 
+def batch_until_queryable(
+    gateway: str, database_url: str, texts: list[str], request_size: int, *, settle: bool = True, user: str = USER
+) -> tuple[float, float]:
+    """The plain form of `ours`, for other benchmarks: seconds from the first POST /memory/batch (as `user`) until
+    every job succeeded (stored and queryable),
+    and until the background merge has indexed and linked everything (settled; with settle=False, not waited for:
+    the queryable figure again)."""
+    with httpx.Client(base_url=gateway, timeout=300) as client:
+        started = time.perf_counter()
+        jobs = []
+        for start in range(0, len(texts), request_size):
+            items = [{"content": t} for t in texts[start : start + request_size]]
+            response = client.post("/memory/batch", json={"items": items, "user_id": user})
+            response.raise_for_status()
+            jobs.append(response.json()["job_id"])
+        # One job polled at a time (in the order sent), so the polling itself costs the stack little.
+        for job_id in jobs:
+            while (job := client.get(f"/jobs/{job_id}", params={"user_id": user}).json())["status"] != "succeeded":
+                if job["status"] == "failed":
+                    raise RuntimeError(f"job failed: {job}")
+                time.sleep(0.1)
+        queryable = time.perf_counter() - started
+        probe = texts[len(texts) // 2]
+        found = client.post("/memory/query", json={"query": probe, "user_id": user, "k": 5}).json()["matches"]
+        if not any(m["content"] == probe for m in found):
+            print(f"  warning: probe memory not in top 5 for its own text: {probe!r}")
+    if not settle:
+        return queryable, queryable
+    with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
+        while conn.execute("SELECT count(*) FROM memory_vectors WHERE NOT indexed").fetchone()[0]:  # type: ignore[index]
+            time.sleep(0.5)
+    return queryable, time.perf_counter() - started
+
+
 def _pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] if ordered else float("nan")

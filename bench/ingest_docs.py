@@ -95,9 +95,9 @@ def build(root: Path, documents: int, audio: int) -> list[tuple[str, Path]]:
     return [(fmt, make_document(fmt, n, root, rng, sentences)) for n, fmt in enumerate(formats)]
 
 
-def upload(client: httpx.Client, path: Path) -> str:
+def upload(client: httpx.Client, path: Path, user: str = USER) -> str:
     with open(path, "rb") as handle:
-        response = client.post("/memory/ingest/file", files={"file": (path.name, handle)}, data={"user_id": USER})
+        response = client.post("/memory/ingest/file", files={"file": (path.name, handle)}, data={"user_id": user})
     response.raise_for_status()
     return str(response.json()["document_id"])
 

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from shared.backpressure import Timeouts
 from shared.config import Settings, normalize_database_url
+from shared.storage import priority
 from shared.tenancy import DbRole, bind_tenants, declare_tenants, require_role, role_options
 
 log = logging.getLogger(__name__)
@@ -32,11 +33,13 @@ def create_db_engine(
     pool_timeout: float = 30.0,
     timeouts: Timeouts | None = None,
     role: DbRole = DbRole.APP,
+    backend_nice: int = 0,
 ) -> Engine:
     """An engine for this process; `application_name` shows in pg_stat_activity. Its connections act as `role`
     (shared/tenancy.py): the app role by default, which sees only the rows of a session's tenant. `max_overflow`:
     connections opened beyond `pool_size` on demand (default: as many again). `timeouts`: each connection's
-    statement and lock timeouts (default: the workers', `settings.database_limits.worker`)."""
+    statement and lock timeouts (default: the workers', `settings.database_limits.worker`). `backend_nice`: the
+    niceness each connection's server process is given when the server is local (shared/storage/priority.py)."""
     if not settings.database_url:
         raise RuntimeError("DATABASE_URL is not set; start the stack with `mnemoflow up` or set it")
     limits = timeouts or settings.database_limits.worker
@@ -72,6 +75,8 @@ def create_db_engine(
             # connection while the pool and the callers behind it wait.
             cur.execute(f"SET statement_timeout = {int(limits.statement_ms)}")
             cur.execute(f"SET lock_timeout = {int(limits.lock_ms)}")
+        if backend_nice:
+            priority.lower_backend(dbapi_connection, backend_nice)
         dbapi_connection.commit()
 
     return engine

@@ -34,6 +34,7 @@ from shared.jobs import (
 from shared.logs import configure_logging
 from shared.memory.engine import MemoryEngine
 from shared.queueing import make_celery
+from shared.storage import priority
 from shared.storage.sector_models import StoreModel, ensure_store_model_for
 from shared.tenancy import DbRole
 from workers import metrics
@@ -69,9 +70,12 @@ class WorkerContext:
         """All or nothing: a failure leaves the context closed, never half open."""
         if cls.engine is not None:
             return
-        db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2))
+        nice = settings.worker_backend_nice
+        db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2, backend_nice=nice))
         maintenance = Database(
-            create_db_engine(settings, "mnemoflow.worker.maintenance", pool_size=2, role=DbRole.MAINTENANCE)
+            create_db_engine(
+                settings, "mnemoflow.worker.maintenance", pool_size=2, role=DbRole.MAINTENANCE, backend_nice=nice
+            )
         )
         try:
             embedder = create_embedder(settings)
@@ -109,7 +113,9 @@ def _logging(**_: Any) -> None:
 @signals.worker_init.connect
 def _worker_init(**_: Any) -> None:
     """The main process, before its pool forks: wait for the database (it may still be starting), or exit to be
-    restarted, saying why. Pool processes then open their own connections."""
+    restarted, saying why. Pool processes then open their own connections. It takes `MNEMOFLOW_WORKER_NICE`
+    first, so the pool processes it forks (and their parsers) are born with it."""
+    priority.lower_own(settings.worker_nice)
     db = Database(create_db_engine(settings, "mnemoflow.worker.start", pool_size=1))
     try:
         _retrying("reach the database", lambda: db.engine.connect().close())

@@ -44,6 +44,14 @@ class JobSettings(BaseModel):
     # An erasure deletes a tenant's rows this many at a time, each batch a transaction of its own.
     erase_batch_size: int = Field(default=5000, ge=1, le=1_000_000)
     worker_concurrency: int = Field(default=2, ge=1)
+    # Niceness of the worker's processes (and the parsers they start), set when a worker starts; the gateway stays
+    # at its own. Bulk writes then give the CPU back to queries first where both run on one machine (bench.isolation:
+    # a query's p95 beside a bulk batch and a document upload). 0: unchanged.
+    worker_nice: int = Field(default=10, ge=0, le=19)
+    # Niceness of the worker's PostgreSQL backends (the HNSW merge, COPY, link searches run there), set on each
+    # connection when the server runs on this machine as a user this process may renice (the embedded one);
+    # otherwise ignored. Off by default: at 10 the writes kept less than half their rate beside queries.
+    worker_backend_nice: int = Field(default=0, ge=0, le=19)
     # How long a worker process retries its start-up (a database still starting) before it exits to be replaced.
     worker_start_seconds: float = Field(default=30.0, gt=0)
     # A worker's Prometheus endpoint (workers/metrics.py): unset or 0, none; `mnemoflow up` serves its worker's on
