@@ -41,12 +41,14 @@ def test_a_file_with_another_tenants_ids_writes_nothing_over_them(alice, bob, op
     assert copy["id"] != kept["id"] and copy["user_id"] == keys.tenant_a  # stored under an id of its own
 
 
-def test_a_tenant_cancels_only_its_own_jobs_and_erases_nobody(alice, bob, keys):
+def test_a_tenant_cancels_only_its_own_jobs_and_erases_nobody(alice, bob, worker, keys):
     job = bob.post("/memory/batch", json={"items": [{"content": f"bob batch {uuid.uuid4().hex}"}]}).json()
     assert alice.post(f"/jobs/{job['job_id']}/cancel").status_code == 404
     assert alice.post(f"/jobs/{job['job_id']}/cancel", params={"user_id": keys.tenant_b}).status_code == 403
     refused = alice.post("/maintenance/erase", json={"user_id": keys.tenant_a})
     assert refused.status_code == 403 and "MNEMOFLOW_ADMIN_API_KEY" in refused.json()["error"]["message"]
+    # Bob's batch ran to its end, uncancelled; and it lands here, not in the next test's count of bob's memories
+    assert wait_for_job(bob, job["job_id"], keys.tenant_b)["status"] == "succeeded"
 
 
 def test_the_operator_erases_one_tenant_and_no_other(operator, bob, worker, keys):
