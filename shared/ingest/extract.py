@@ -71,7 +71,7 @@ def extract_group(
         label = f"group of {len(items)} documents"
         value = run_on_files(label, limits or DOCUMENT_LIMITS, parse_documents, paths, jobs)
         outcomes: list[Extracted | MnemoflowError | None] = read_items(value, len(items))
-    except (MnemoflowError, TypeError, KeyError, ValueError) as exc:
+    except (MnemoflowError, TypeError, KeyError, ValueError, AttributeError) as exc:  # a malformed answer too
         log.info("a group of %d documents is extracted again one by one: %s", len(items), exc)
         outcomes = [None] * len(items)
     return [_one(items[n], limits, max_chars) if outcome is None else outcome for n, outcome in enumerate(outcomes)]
