@@ -85,6 +85,15 @@ def claim_companions(session: Any, settings: Settings, document: dict[str, Any],
     return claimed
 
 
+def read_staged(db: Database, document_id: Any, path: Path) -> int:
+    """Write an upload's staged bytes to `path`; their size. ExtractionFailed when none are staged any more."""
+    with db.session() as session, open(path, "wb") as target:
+        size = document_store.read_upload(session, document_id, target)
+    if size == 0:
+        raise ExtractionFailed("the uploaded bytes are no longer staged; upload the file again")
+    return size
+
+
 def extract_claimed(db: Database, settings: Settings, claimed: list[Claimed]) -> list[Read]:
     """Read each claimed upload from its staging, sniff it, and extract them all in one child; in order."""
     rules = settings.ingest
@@ -95,10 +104,7 @@ def extract_claimed(db: Database, settings: Settings, claimed: list[Claimed]) ->
             path = Path(tmp) / f"input{number}"
             started = time.perf_counter()
             try:
-                with db.session() as session, open(path, "wb") as target:
-                    read.size = document_store.read_upload(session, one.document["id"], target)
-                if read.size == 0:
-                    raise ExtractionFailed("the uploaded bytes are no longer staged; upload the file again")
+                read.size = read_staged(db, one.document["id"], path)
                 read.stages["read_ms"] = _ms(started)
                 read.fmt = sniff(path)
             except Exception as exc:

@@ -185,10 +185,7 @@ def _prepare(
             if other is not None:
                 return other
         else:
-            with db.session() as session, open(path, "wb") as target:
-                size = document_store.read_upload(session, document["id"], target)
-            if size == 0:
-                raise ExtractionFailed("the uploaded bytes are no longer staged; upload the file again")
+            size = group.read_staged(db, document["id"], path)
             declared = None
             stages["read_ms"] = _ms(started)
         started = time.perf_counter()
