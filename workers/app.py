@@ -74,7 +74,11 @@ class WorkerContext:
         db = Database(create_db_engine(settings, "mnemoflow.worker", pool_size=2, backend_nice=nice))
         maintenance = Database(
             create_db_engine(
-                settings, "mnemoflow.worker.maintenance", pool_size=2, role=DbRole.MAINTENANCE, backend_nice=nice
+                settings,
+                "mnemoflow.worker.maintenance",
+                pool_size=2,
+                role=DbRole.MAINTENANCE,
+                backend_nice=max(nice, settings.maintenance_backend_nice),
             )
         )
         try:

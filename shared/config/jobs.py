@@ -52,6 +52,11 @@ class JobSettings(BaseModel):
     # connection when the server runs on this machine as a user this process may renice (the embedded one);
     # otherwise ignored. Off by default: at 10 the writes kept less than half their rate beside queries.
     worker_backend_nice: int = Field(default=0, ge=0, le=19)
+    # Niceness of the backends of the worker's store-wide work (the maintenance role's connections: the fresh tier's
+    # merge into HNSW, decay, re-embedding, erasure), under the same conditions. The merge's HNSW inserts are the
+    # largest CPU cost of a burst, and the one a query waits behind (bench.isolation); nicer, it gives the CPU to
+    # queries and to the ingestion's COPY first, and catches up when they pause. 0: unchanged.
+    maintenance_backend_nice: int = Field(default=10, ge=0, le=19)
     # How long a worker process retries its start-up (a database still starting) before it exits to be replaced.
     worker_start_seconds: float = Field(default=30.0, gt=0)
     # A worker's Prometheus endpoint (workers/metrics.py): unset or 0, none; `mnemoflow up` serves its worker's on

@@ -100,6 +100,7 @@ def test_an_erasure_leaves_nothing_of_the_tenant_and_touches_no_other(http, work
         http.post("/memory/query", json={"query": "ferry to Harwich", "user_id": who})  # cached, counted
     client = redis.Redis.from_url(servers["redis_url"])
     kept = _rows_of(maintenance, other)
+
     # its cached query embedding and its query counts (rate-limit buckets expire by themselves once full again);
     # the counts are written after the answer, so they are waited for, for both tenants
     def kept_of(who: str) -> list[str]:

@@ -1,7 +1,8 @@
-"""MNEMOFLOW_WORKER_NICE and MNEMOFLOW_WORKER_BACKEND_NICE take effect on a real worker
-(shared/storage/priority.py): its processes run at the niceness set, and so do the PostgreSQL backends its tasks
-work on when the server runs here as a user the worker may renice (the embedded one), each backend's autogroup too
-(a backend leads a session of its own); other connections' backends, as the gateway's, keep theirs."""
+"""MNEMOFLOW_WORKER_NICE, MNEMOFLOW_WORKER_BACKEND_NICE and MNEMOFLOW_MAINTENANCE_BACKEND_NICE take effect on a
+real worker (shared/storage/priority.py): its processes run at the niceness set, and so do the PostgreSQL backends
+its tasks work on when the server runs here as a user the worker may renice (the embedded one), each backend's
+autogroup too (a backend leads a session of its own), the store-wide work's (the merge's) at its own; other
+connections' backends, as the gateway's, keep theirs."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from tests.integration.helpers import job_state, make_job, wait_until
 
 pytestmark = pytest.mark.integration
 
-WORKER_NICE, BACKEND_NICE = 6, 9
+WORKER_NICE, BACKEND_NICE, MAINTENANCE_NICE = 6, 9, 13
 
 
 def backends(admin_url: str, database: str) -> dict[int, str]:
@@ -57,6 +58,7 @@ def test_a_worker_and_the_backends_it_works_on_run_at_the_niceness_set(
         REDIS_URL=broker,
         MNEMOFLOW_WORKER_NICE=str(WORKER_NICE),
         MNEMOFLOW_WORKER_BACKEND_NICE=str(BACKEND_NICE),
+        MNEMOFLOW_MAINTENANCE_BACKEND_NICE=str(MAINTENANCE_NICE),
     )
     name = f"nice-{uuid.uuid4().hex[:6]}"
     isolated = settings.model_copy(update={"database_url": url, "redis_url": broker})
@@ -82,11 +84,12 @@ def test_a_worker_and_the_backends_it_works_on_run_at_the_niceness_set(
             ),
             timeout=60,
         )
+        expected = {"mnemoflow.worker": BACKEND_NICE, "mnemoflow.worker.maintenance": MAINTENANCE_NICE}
         for backend, application in workers.items():
             niceness = psutil.Process(backend).nice()
-            if application in ("mnemoflow.worker", "mnemoflow.worker.maintenance"):
-                assert niceness == BACKEND_NICE, application
-                assert priority.autogroup_nice(backend) in (None, BACKEND_NICE), application
+            if application in expected:
+                assert niceness == expected[application], application
+                assert priority.autogroup_nice(backend) in (None, expected[application]), application
             else:  # the test's own connections, and any other's
                 assert niceness == 0, application
                 assert priority.autogroup_nice(backend) in (None, 0), application
