@@ -77,6 +77,7 @@ class WorkerContext:
                 settings,
                 "mnemoflow.worker.maintenance",
                 pool_size=2,
+                max_overflow=max(2, settings.merge_connections - 1),  # a merge run: its lock's + one per lane
                 role=DbRole.MAINTENANCE,
                 backend_nice=max(nice, settings.maintenance_backend_nice),
             )

@@ -20,8 +20,13 @@ class JobSettings(BaseModel):
     batch_chunk_size: int | None = Field(default=None, ge=1, le=10_000)
     merge_batch_size: int = Field(default=1000, ge=1, le=100_000)
     merge_time_budget_seconds: float = Field(default=30.0, gt=0)
-    # The merge into HNSW yields to ingestion (embed queues not empty) until this many vectors wait in the
-    # fresh tier; queries scan fresh vectors exactly, so the cap bounds what that costs them. 0: never yield.
+    # Connections one merge run inserts into HNSW on at once (each takes its own batches: FOR UPDATE SKIP
+    # LOCKED). An HNSW insert is one backend's CPU; after a burst the fresh tier drains this many times as fast
+    # where the server has the cores (its backends are niced with the maintenance role's, so queries come first).
+    merge_connections: int = Field(default=2, ge=1, le=8)
+    # The merge into HNSW yields to ingestion (embed queues not empty) while fewer than this many vectors wait in
+    # the fresh tier; past it, it runs beside ingestion. Not a bound on the fresh tier: a burst can store vectors
+    # faster than the merge indexes them (bench.ingest). 0: never yield.
     merge_yield_max_fresh: int = Field(default=50_000, ge=0)
 
     # Attempts count when a worker claims the work (shared/storage/leases.py), never per message.

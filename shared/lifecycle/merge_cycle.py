@@ -1,7 +1,9 @@
 """The merge cycle: the fresh tier moved into the HNSW indexes, its memories linked and counted (settled).
 
 Bulk writes land their vectors unindexed (COPY speed, searched exactly at once); this cycle indexes them in
-batches, one merger at a time store-wide (an advisory lock), within a time budget, and yields to ingestion:
+batches, one merge run at a time store-wide (an advisory lock) on `merge_connections` connections at once (an
+HNSW insert is one backend's CPU: after a burst the backlog drains on as many cores), within a time budget, and
+yields to ingestion:
 HNSW inserts cost the same CPU the embedding model needs, so while the embed queues hold work and the fresh tier
 is still small, the merge waits (the last chunk of a burst asks for the next merge; beat runs it every minute).
 It runs beside the decay cycle on the maintenance queue.
@@ -12,9 +14,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import redis
+from psycopg import errors
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from shared.config import Settings
@@ -69,31 +74,54 @@ class MergeCycle:
         return cap > 0 and self.embed_backlog() > 0 and vector_store.fresh_vector_count(session, limit=cap) < cap
 
     def run(self) -> MergeOutcome:
-        """Move fresh vectors into the HNSW indexes and link their memories, batch by batch."""
-        s = self.settings
-        merged = links = 0
+        """Move fresh vectors into the HNSW indexes and link their memories, batch by batch, on
+        `merge_connections` connections at once (each takes batches of its own)."""
         started = time.monotonic()
-        unfinished = False
         with self.db.engine.connect() as lock_conn:
             if not locks.try_hold(lock_conn, Lock.MERGE):
                 return MergeOutcome(skipped=True)
             try:
-                since_analyze = ANALYZE_EVERY  # statistics first: the backlog may be large and unseen
-                while time.monotonic() - started < s.merge_time_budget_seconds:
-                    with self.db.session() as session:
-                        if self.ingest_has_priority(session):
-                            break  # the last chunk of the burst schedules the next merge; beat retries every minute
-                    analyze = since_analyze >= ANALYZE_EVERY
-                    with self.db.session(timeouts=s.database_limits.maintenance) as session:
-                        count, made = self.engine.merge_fresh(session, limit=s.merge_batch_size, analyze=analyze)
-                    since_analyze = count if analyze else since_analyze + count
-                    merged, links = merged + count, links + made
-                    if count == 0:
-                        break
+                lanes = self.settings.merge_connections
+                if lanes == 1:
+                    outcomes = [self._lane(started, lead=True)]
                 else:
-                    unfinished = True  # out of time with work left: the caller continues in a fresh task
+                    with ThreadPoolExecutor(lanes, thread_name_prefix="mnemoflow-merge") as pool:
+                        futures = [pool.submit(self._lane, started, lead=i == 0) for i in range(lanes)]
+                        outcomes = [f.result() for f in futures]
             finally:
                 locks.release(lock_conn, Lock.MERGE)
+        merged = sum(o.merged for o in outcomes)
+        links = sum(o.links for o in outcomes)
         if merged:
             log.info("[merge] indexed %d vectors, %d waypoints in %.1fs", merged, links, time.monotonic() - started)
-        return MergeOutcome(merged, links, unfinished=unfinished)
+        return MergeOutcome(merged, links, unfinished=any(o.unfinished for o in outcomes))
+
+    def _lane(self, started: float, *, lead: bool) -> MergeOutcome:
+        """One connection's share of a run: batches until the fresh tier is empty, ingestion has priority, or the
+        run's time is up (unfinished). The `lead` lane alone refreshes the partitions' statistics: two ANALYZEs
+        of one table wait for each other."""
+        s = self.settings
+        merged = links = 0
+        since_analyze = ANALYZE_EVERY  # statistics first: the backlog may be large and unseen
+        while time.monotonic() - started < s.merge_time_budget_seconds:
+            with self.db.session() as session:
+                if self.ingest_has_priority(session):
+                    break  # the last chunk of the burst schedules the next merge; beat retries every minute
+            analyze = lead and since_analyze >= ANALYZE_EVERY
+            try:
+                with self.db.session(timeouts=s.database_limits.maintenance) as session:
+                    count, made = self.engine.merge_fresh(session, limit=s.merge_batch_size, analyze=analyze)
+            except DBAPIError as exc:
+                if not isinstance(exc.orig, errors.DeadlockDetected):
+                    raise
+                # Two lanes linking to each other's new memories, or counting the same terms, can meet in a
+                # deadlock the server ends by rolling one back: its batch stays fresh for the next try.
+                log.info("[merge] a batch met another lane's in a deadlock; it is taken again")
+                continue
+            since_analyze = count if analyze else since_analyze + count
+            merged, links = merged + count, links + made
+            if count == 0:
+                return MergeOutcome(merged, links)
+        else:
+            return MergeOutcome(merged, links, unfinished=True)  # the caller continues in a fresh task
+        return MergeOutcome(merged, links)

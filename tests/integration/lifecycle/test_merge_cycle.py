@@ -1,0 +1,175 @@
+"""The fresh tier's merge on real PostgreSQL: its lanes (`MNEMOFLOW_MERGE_CONNECTIONS` connections inserting into
+HNSW at once) merge every vector once and count every memory's terms once; the store-wide lock; the time budget.
+
+The merge is store-wide, so these tests use a store of their own and a fresh one each (`merge_store`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+
+import pytest
+from sqlalchemy import text
+
+from shared.api.memories import MemoryCreate
+from shared.db import schema_session
+from shared.embedding import SyntheticEmbedder
+from shared.lifecycle.merge_cycle import MergeCycle
+from shared.memory.engine import MemoryEngine
+from shared.storage import locks
+from shared.storage.locks import Lock
+from shared.storage.sector_models import ensure_store_model
+from shared.tenancy import DbRole
+
+pytestmark = pytest.mark.integration
+
+DIM = 384
+WORDS = ["river", "garden", "invoice", "deploy", "birthday", "anxious", "lesson", "recipe", "server", "travel"]
+_stores = itertools.count()
+
+
+class CountingEngine(MemoryEngine):
+    """The engine, noting which server backend merged each batch (the merge's own SQL runs unchanged), and
+    holding each batch's transaction open a moment, so that lanes overlap as they do on a real backlog."""
+
+    def __init__(self, *args, hold: float = 0.02, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.hold = hold
+        self.backends: list[int] = []
+        self._lock = threading.Lock()
+
+    def merge_fresh(self, session, *, limit, analyze=False):
+        moved, links = super().merge_fresh(session, limit=limit, analyze=analyze)
+        if moved:
+            pid = int(session.execute(text("SELECT pg_backend_pid()")).scalar_one())
+            with self._lock:
+                self.backends.append(pid)
+            time.sleep(self.hold)
+        return moved, links
+
+
+@pytest.fixture
+def merge_store(make_store, settings):
+    """A fresh store of this test's own, as the role the merge runs as (maintenance)."""
+    name = f"merge{next(_stores)}"
+    url, _ = make_store(name)
+    embedder = SyntheticEmbedder(dim=DIM)
+    with schema_session(settings.model_copy(update={"database_url": url}), "mnemoflow.tests.merge") as s:
+        ensure_store_model(s, embedder, min_dim=settings.min_vector_dim, max_dim=settings.max_vector_dim)
+    _, database = make_store(name, role=DbRole.MAINTENANCE)
+    return database
+
+
+def bulk_store(database, engine: MemoryEngine, tenant: str, n: int) -> None:
+    """`n` memories of `tenant` in the fresh tier, as a batch chunk stores them; their words overlap, so lanes
+    count the same terms at once."""
+    contents = [f"{WORDS[i % 10]} {WORDS[(i * 3) % 10]} note {i} of {tenant}" for i in range(n)]
+    with database.session() as s:
+        prepared, _ = engine.prepare([MemoryCreate(content=c) for c in contents], tenant)
+        engine.store(s, prepared, settle=False)
+
+
+def fresh(database) -> int:
+    with database.session() as s:
+        return int(s.execute(text("SELECT count(*) FROM memory_vectors WHERE NOT indexed")).scalar_one())
+
+
+def counted_terms(database, tenant: str) -> dict[str, int]:
+    with database.session() as s:
+        rows = s.execute(text("SELECT lexeme, df FROM term_stats WHERE user_id = :u AND df <> 0"), {"u": tenant})
+        return {r.lexeme: int(r.df) for r in rows}
+
+
+def recounted_terms(database, tenant: str) -> dict[str, int]:
+    """Each lexeme's document frequency counted from scratch over the tenant's memories."""
+    with database.session() as s:
+        rows = s.execute(
+            text(
+                "SELECT t.lexeme, count(*) AS df FROM memories m, unnest(m.search) AS t "
+                "WHERE m.user_id = :u GROUP BY t.lexeme"
+            ),
+            {"u": tenant},
+        )
+        return {r.lexeme: int(r.df) for r in rows}
+
+
+def cycle(database, settings, engine, **update) -> MergeCycle:
+    return MergeCycle(database, engine, settings.model_copy(update=update), embed_backlog=lambda: 0)
+
+
+def test_lanes_merge_every_vector_once_and_count_every_memory_once(merge_store, settings) -> None:
+    engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM))
+    tenants = [f"t-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    for tenant in tenants:
+        bulk_store(merge_store, engine, tenant, 300)
+    waiting = fresh(merge_store)
+    assert waiting >= 600  # every memory has its primary sector's vector, some more
+
+    outcome = cycle(merge_store, settings, engine, merge_connections=3, merge_batch_size=25).run()
+
+    assert (outcome.merged, outcome.unfinished, outcome.skipped) == (waiting, False, False)
+    assert fresh(merge_store) == 0
+    assert len(set(engine.backends)) >= 2  # batches were merged on more than one connection
+    for tenant in tenants:
+        assert counted_terms(merge_store, tenant) == recounted_terms(merge_store, tenant)
+        with merge_store.session() as s:
+            documents = s.execute(text("SELECT documents FROM tenant_stats WHERE user_id = :u"), {"u": tenant})
+            assert documents.scalar_one() == 300
+    with merge_store.session() as s:
+        linked = s.execute(text("SELECT count(DISTINCT src_id) FROM waypoints")).scalar_one()
+    assert linked > 0 and outcome.links > 0
+
+
+def test_one_lane_merges_alone(merge_store, settings) -> None:
+    engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    bulk_store(merge_store, engine, tenant, 120)
+    waiting = fresh(merge_store)
+
+    outcome = cycle(merge_store, settings, engine, merge_connections=1, merge_batch_size=25).run()
+
+    assert outcome.merged == waiting and fresh(merge_store) == 0
+    assert len(set(engine.backends)) == 1
+    assert counted_terms(merge_store, tenant) == recounted_terms(merge_store, tenant)
+
+
+def test_a_run_merges_nothing_while_another_holds_the_lock(merge_store, settings) -> None:
+    engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
+    bulk_store(merge_store, engine, f"t-{uuid.uuid4().hex[:8]}", 50)
+    waiting = fresh(merge_store)
+    with merge_store.engine.connect() as other:
+        assert locks.try_hold(other, Lock.MERGE)
+        try:
+            outcome = cycle(merge_store, settings, engine, merge_connections=2).run()
+        finally:
+            locks.release(other, Lock.MERGE)
+    assert outcome.skipped and outcome.merged == 0
+    assert fresh(merge_store) == waiting
+
+
+def test_a_run_out_of_time_says_so_and_leaves_the_rest_fresh(merge_store, settings) -> None:
+    engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0.3)
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    bulk_store(merge_store, engine, tenant, 200)
+    waiting = fresh(merge_store)
+
+    outcome = cycle(
+        merge_store, settings, engine, merge_connections=2, merge_batch_size=10, merge_time_budget_seconds=0.2
+    ).run()
+
+    assert outcome.unfinished and 0 < outcome.merged < waiting
+    assert fresh(merge_store) == waiting - outcome.merged
+    # what was merged is counted, nothing else: the memories whose primary vector moved, once each
+    with merge_store.session() as s:
+        settled = s.execute(
+            text(
+                "SELECT count(*) FROM memories m WHERE m.user_id = :u AND EXISTS (SELECT 1 FROM memory_vectors v "
+                "WHERE v.memory_id = m.id AND v.sector = m.primary_sector AND v.indexed)"
+            ),
+            {"u": tenant},
+        ).scalar_one()
+        documents = s.execute(text("SELECT documents FROM tenant_stats WHERE user_id = :u"), {"u": tenant})
+        assert documents.scalar_one() == settled
