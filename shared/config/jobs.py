@@ -21,9 +21,10 @@ class JobSettings(BaseModel):
     merge_batch_size: int = Field(default=1000, ge=1, le=100_000)
     merge_time_budget_seconds: float = Field(default=30.0, gt=0)
     # Connections one merge run inserts into HNSW on at once (each takes its own batches: FOR UPDATE SKIP
-    # LOCKED). An HNSW insert is one backend's CPU; after a burst the fresh tier drains this many times as fast
-    # where the server has the cores (its backends are niced with the maintenance role's, so queries come first).
-    merge_connections: int = Field(default=2, ge=1, le=8)
+    # LOCKED). An HNSW insert is one backend's CPU: a server with cores to spare drains a burst's fresh tier
+    # faster. One by default: on 2 cores shared with the queries, two drained a 100k burst 16 % faster and the
+    # queries meanwhile were 20 % slower at p95 (bench.ingest, docs/experiments.md).
+    merge_connections: int = Field(default=1, ge=1, le=8)
     # The merge into HNSW yields to ingestion (embed queues not empty) while fewer than this many vectors wait in
     # the fresh tier; past it, it runs beside ingestion. Not a bound on the fresh tier: a burst can store vectors
     # faster than the merge indexes them (bench.ingest). 0: never yield.

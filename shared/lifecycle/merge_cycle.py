@@ -2,8 +2,8 @@
 
 Bulk writes land their vectors unindexed (COPY speed, searched exactly at once); this cycle indexes them in
 batches, one merge run at a time store-wide (an advisory lock) on `merge_connections` connections at once (an
-HNSW insert is one backend's CPU: after a burst the backlog drains on as many cores), within a time budget, and
-yields to ingestion:
+HNSW insert is one backend's CPU: a server with cores to spare drains a burst on as many), within a time budget,
+and yields to ingestion:
 HNSW inserts cost the same CPU the embedding model needs, so while the embed queues hold work and the fresh tier
 is still small, the merge waits (the last chunk of a burst asks for the next merge; beat runs it every minute).
 It runs beside the decay cycle on the maintenance queue.
