@@ -518,8 +518,8 @@ def main() -> None:
 
     print(f"\nbulk ingest through POST /memory/batch, {args.provider} embeddings, {args.concurrency} worker processes")
     print("  raw model = the provider alone in as many processes; queryable = every job succeeded and a query found")
-    print("  one of its texts (fresh tier, searched exactly); settled = merged into HNSW + linked (with the drain")
-    print("  phase's queries running). Rates in memories/s.")
+    print("  one of its texts (fresh tier, searched without the index); settled = merged into HNSW + linked (with")
+    print("  the drain phase's queries running). Rates in memories/s.")
     header = (
         "n",
         "raw model",

@@ -11,7 +11,7 @@ Each round, on a stack of its own (one per variant):
       is compared with.
 
 Between phases the merge is let finish (no fresh vectors) and the stack go quiet. Queries ask the reader only,
-never the writing tenants: a tenant's own fresh tier is searched exactly (by design, docs/lifecycle.md), so the
+never the writing tenants: a tenant's own fresh tier is searched without the index (docs/lifecycle.md), so the
 same tenant would measure that scan, not the contention; the writes share the reader's tables, HNSW indexes,
 processes and CPU. Each round adds 2 x (--batch + the documents' chunks) memories of other tenants to the same
 tables, so the store grows (printed per round); the ratios compare phases of the same round.

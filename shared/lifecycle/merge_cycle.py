@@ -1,6 +1,6 @@
 """The merge cycle: the fresh tier moved into the HNSW indexes, its memories linked and counted (settled).
 
-Bulk writes land their vectors unindexed (COPY speed, searched exactly at once); this cycle indexes them in
+Bulk writes land their vectors unindexed (COPY speed, searchable at once); this cycle indexes them in
 batches, one merge run at a time store-wide (an advisory lock) on `merge_connections` connections at once (an
 HNSW insert is one backend's CPU: a server with cores to spare drains a burst on as many), within a time budget,
 and yields to ingestion:

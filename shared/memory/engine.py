@@ -142,7 +142,8 @@ class MemoryEngine:
 
         settle=True (single adds): vectors go straight into the HNSW index and each new memory is linked
         to its best match now. settle=False (bulk): vectors land in the fresh tier at COPY speed, are
-        searched exactly at once, and `merge_fresh` indexes and links them in the background.
+        searchable at once (their binary codes, then exactly), and `merge_fresh` indexes and links them in the
+        background.
         """
         guard_store_model(session, self.embedders)
         refs = memory_store.insert_memories(session, memories, indexed=settle)

@@ -21,6 +21,7 @@ ORDER: dict[str, str] = {
     "memories": "id",
     "waypoints": "src_id, dst_id, kind",  # gone with their memories; left only if one end were another's
     "memory_vectors": "sector, memory_id",  # likewise
+    "fresh_codes": "sector, memory_id",  # likewise
     "documents": "id",
     "jobs": "id",
     "conversation_heads": "key",
@@ -29,7 +30,8 @@ ORDER: dict[str, str] = {
 }
 
 
-CASCADED = frozenset({"waypoints", "memory_vectors"})  # deleted with their memories: not counted as work of their own
+# deleted with their memories: not counted as work of their own
+CASCADED = frozenset({"waypoints", "memory_vectors", "fresh_codes"})
 
 
 def tenant_tables(session: Session) -> list[str]:

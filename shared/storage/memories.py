@@ -22,7 +22,8 @@ from shared.storage.vectors import copy_vectors
 def insert_memories(session: Session, memories: Sequence[NewMemory], *, indexed: bool) -> list[StoredRef]:
     """Insert memories and their per-sector vectors; an existing (user, content) pair is returned, not duplicated.
 
-    `indexed=False` lands the vectors in the fresh tier (no HNSW cost now; searched exactly until merged).
+    `indexed=False` lands the vectors in the fresh tier (no HNSW cost now; searched through their binary codes until
+    merged).
     Returns one reference per input, in input order.
     """
     if not memories:

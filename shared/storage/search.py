@@ -20,6 +20,17 @@ from shared.lifecycle.compression import pool_to
 from shared.memory.sectors import group_sectors, validate_sector
 from shared.storage.rows import LEAN_COLUMNS, MemoryFilter, SectorVector, occurred_sql, row_to_dict
 
+# Fresh vectors a query compares exactly (at least; four times its limit when that is more), the nearest of the
+# tenant's fresh vectors by their binary codes: a memory's own text is at distance 0, and beyond a few thousand
+# fresh vectors the first pass costs less than reading them (tests/integration/storage/test_fresh_codes.py).
+FRESH_SHORTLIST = 400
+
+
+def binary_code(vector: np.ndarray) -> str:
+    """pgvector's `binary_quantize` of `vector` as a bit string (1 where an element is above 0): the query's side of
+    the fresh tier's first pass."""
+    return ((np.asarray(vector) > 0).astype(np.uint8) + ord("0")).tobytes().decode()
+
 
 def query_rungs(vector: np.ndarray, ladder: Callable[[int], Sequence[int]]) -> dict[int, np.ndarray]:
     """The query at each rung its model's vectors may be compressed to (pooled the way memories are)."""
@@ -99,6 +110,7 @@ def dense_plan(
     parameters but `user_id`; `present`: the compressed rungs the tenant has vectors on (`compressed_rungs`)."""
     clause, params = where.sql("m")
     filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
+    code_filter = filter_sql.replace("m.id = v.memory_id", "m.id = c.memory_id")
     groups = group_sectors(queries)
     parts = []
     for g, (query, sectors) in enumerate(groups):
@@ -125,13 +137,23 @@ def dense_plan(
                          ORDER BY {distance}
                          LIMIT {int(limit)})"""
                 )
-            # ... and the tenant's fresh rows, in all those sectors at once, by exact scan of the fresh index.
+            # ... and the tenant's fresh rows, in all those sectors at once: their binary codes ranked by Hamming
+            # distance (a narrow table: migration 0016), the best FRESH_SHORTLIST of them compared exactly. A
+            # tenant with fewer fresh vectors than that has them all compared: exact, as before. The vectors are
+            # read by their key alone: a code has its vector's tenant, dimension and model (kept by the triggers),
+            # and with the tenant's or the dimension's condition here the planner, on statistics not yet refreshed
+            # after a burst, intersected the key with the tenant's whole (user_id, dim) index for every code.
             fresh = ", ".join(f"'{sector}'" for sector in map(validate_sector, on_rung))
+            params[f"{name}_code"] = binary_code(vector)
             parts.append(
                 f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
-                     FROM memory_vectors v
-                     WHERE v.sector IN ({fresh}) AND v.dim = {dim} AND NOT v.indexed
-                       AND v.user_id = :user_id AND v.model = :model{g}{filter_sql}
+                     FROM (SELECT c.sector, c.memory_id FROM fresh_codes c
+                           WHERE c.sector IN ({fresh}) AND c.dim = {dim} AND c.user_id = :user_id
+                             AND c.model = :model{g}{code_filter}
+                           ORDER BY c.code <~> CAST(:{name}_code AS varbit)
+                           LIMIT {max(FRESH_SHORTLIST, 4 * int(limit))}) c
+                     JOIN memory_vectors v ON v.sector = c.sector AND v.memory_id = c.memory_id
+                     WHERE NOT v.indexed
                      ORDER BY {distance}
                      LIMIT {int(limit)})"""
             )

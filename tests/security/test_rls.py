@@ -34,6 +34,7 @@ TENANT_TABLES = [
     "memories",
     "memory_vectors",
     *(f"memory_vectors_{sector}" for sector in SECTORS),
+    "fresh_codes",
     "waypoints",
     "term_stats",
     "tenant_stats",
@@ -73,11 +74,14 @@ def store(make_store, settings):
 
 def populate(db: Database, engine: MemoryEngine, tenant: str) -> None:
     """As the tenant's requests would: memories of one conversation (vectors, a `next` waypoint, its head, BM25
-    statistics), a batch job with its chunk, an uploaded document with its job and staged bytes, and the summary of
-    its memories."""
+    statistics), one stored in bulk (its vectors fresh, with their codes), a batch job with its chunk, an uploaded
+    document with its job and staged bytes, and the summary of its memories."""
     for content in CONTENTS:
         with db.session() as s:
             engine.add(s, tenant, MemoryCreate(content=f"{tenant}: {content}", metadata={"session_id": "s1"}))
+    with db.session() as s:  # a bulk write's memory, waiting in the fresh tier for its merge (with its code)
+        prepared, _ = engine.prepare([MemoryCreate(content=f"{tenant}: a note stored in bulk")], tenant)
+        engine.store(s, prepared, settle=False)
     with db.session() as s:
         job_id, _ = job_store.create_job(s, user_id=tenant, kind="batch", total=1, params={}, idempotency_key=None)
         job_store.add_chunks(s, job_id, [ChunkSpec(0, "semantic", [{"content": "pending"}])])
@@ -250,7 +254,8 @@ def test_the_maintenance_role_decays_every_tenant_and_the_app_role_only_its_own(
     after = salience(maintenance)
     decayed = [before[i][0] for i in before if after[i][1] < before[i][1]]
     assert run["status"] == "succeeded" and run["processed"] == len(before)
-    assert sorted(decayed) == [ANNA] * len(CONTENTS) + [BORIS] * len(CONTENTS)
+    memories = len(CONTENTS) + 1  # and the one stored in bulk
+    assert sorted(decayed) == [ANNA] * memories + [BORIS] * memories
 
 
 def test_foreign_keys_refuse_a_link_or_a_vector_to_another_tenants_memory(store):
@@ -308,7 +313,8 @@ def test_a_tenant_set_on_a_connection_never_outlives_its_unit_of_work(settings, 
     finally:
         one.dispose()
     assert len({pid for pid, _ in seen}) == 1  # the same connection throughout
-    assert [n for _, n in seen] == [5, 0, 5, 0, 5, 5, 0, 5, 0]
+    n = len(CONTENTS) + 1  # a tenant's memories: its conversation's and the one stored in bulk
+    assert [count for _, count in seen] == [n, 0, n, 0, n, n, 0, n, 0]
 
 
 def test_a_connection_that_does_not_act_as_its_role_is_refused(settings, make_store):

@@ -114,7 +114,7 @@ def sectors(state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: Us
             }
             for name in sector_rules.SECTORS
         ],
-        # Vectors stored by batch jobs and searched exactly until the background merge indexes them.
+        # Vectors stored by batch jobs, searched without the index until the background merge indexes them.
         "index": {"fresh_vectors": backlog},
         # Recall seed: injection rate (healthy 40-55 %) and retrieval blindness (investigate above 20 %).
         "retrieval": retrieval,
