@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from shared.api.memories import MemoryCreate
+from shared.db import schema_session
 from shared.storage import search
 from shared.storage.rows import MemoryFilter, SectorVector
 
@@ -82,6 +83,21 @@ def test_every_fresh_vector_has_its_code_through_store_change_merge_and_delete(d
         s.execute(text("UPDATE memory_vectors SET indexed = false WHERE user_id = :u"), {"u": tenant})
     state = mismatched_codes(maintenance, tenant)
     assert state["codes"] > 0 and (state["uncoded"], state["orphaned"], state["stale"]) == (0, 0, 0)
+
+
+def test_codes_follow_a_tenant_renamed_with_the_operators_sql(db, maintenance, engine, tenant, settings):
+    """docs/configuration.md's rename moves memories and vectors, not codes: the update trigger moves the codes of
+    the fresh ones, and the deferred keys hold at commit."""
+    bulk(db, engine, tenant, texts(12))
+    renamed = f"{tenant}-moved"
+    with schema_session(settings, "mnemoflow.tests.codes") as s:
+        s.execute(text("SET CONSTRAINTS ALL DEFERRED"))
+        for table in ("memories", "memory_vectors", "term_stats", "tenant_stats"):
+            s.execute(text(f"UPDATE {table} SET user_id = :new WHERE user_id = :old"), {"old": tenant, "new": renamed})
+        s.commit()
+    moved = mismatched_codes(maintenance, renamed)
+    assert moved["codes"] >= 12 and (moved["uncoded"], moved["orphaned"], moved["stale"]) == (0, 0, 0)
+    assert mismatched_codes(maintenance, tenant)["codes"] == 0
 
 
 def test_the_query_code_is_what_the_server_computes(maintenance):
