@@ -109,8 +109,11 @@ def dense_plan(
     """`dense_candidates`' statement (`memory_id`, `sim`: a memory once per vector found, unordered) and its
     parameters but `user_id`; `present`: the compressed rungs the tenant has vectors on (`compressed_rungs`)."""
     clause, params = where.sql("m")
-    filter_sql = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
-    code_filter = filter_sql.replace("m.id = v.memory_id", "m.id = c.memory_id")
+
+    def filtered(alias: str) -> str:  # the filter on the memory of the row `alias` names
+        return f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = {alias}.memory_id{clause})" if clause else ""
+
+    filter_sql = filtered("v")
     groups = group_sectors(queries)
     parts = []
     for g, (query, sectors) in enumerate(groups):
@@ -149,7 +152,7 @@ def dense_plan(
                 f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
                      FROM (SELECT c.sector, c.memory_id FROM fresh_codes c
                            WHERE c.sector IN ({fresh}) AND c.dim = {dim} AND c.user_id = :user_id
-                             AND c.model = :model{g}{code_filter}
+                             AND c.model = :model{g}{filtered("c")}
                            ORDER BY c.code <~> CAST(:{name}_code AS varbit)
                            LIMIT {max(FRESH_SHORTLIST, 4 * int(limit))}) c
                      JOIN memory_vectors v ON v.sector = c.sector AND v.memory_id = c.memory_id
