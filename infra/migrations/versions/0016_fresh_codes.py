@@ -31,6 +31,11 @@ MAINTENANCE = "mnemoflow_maintenance"
 TENANT = "(SELECT NULLIF(current_setting('mnemoflow.user_id', true), ''))"
 CODE = "binary_quantize(embedding)::varbit"
 CODE_COLUMNS = "sector, memory_id, user_id, dim, model, code"
+# a code already there (a vector written again in place) takes the new one's values
+UPSERT = (
+    "ON CONFLICT (sector, memory_id) DO UPDATE "
+    "SET user_id = excluded.user_id, dim = excluded.dim, model = excluded.model, code = excluded.code"
+)
 
 
 def upgrade() -> None:
@@ -62,24 +67,22 @@ def upgrade() -> None:
         BEGIN
             INSERT INTO fresh_codes ({CODE_COLUMNS})
             SELECT sector, memory_id, user_id, dim, model, {CODE} FROM added WHERE NOT indexed
-            ON CONFLICT (sector, memory_id) DO UPDATE
-                SET user_id = excluded.user_id, dim = excluded.dim, model = excluded.model, code = excluded.code;
+            {UPSERT};
             RETURN NULL;
         END $$
         """
     )
     op.execute(
-        """
+        f"""
         CREATE FUNCTION mnemoflow_fresh_codes_changed() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             IF NEW.indexed THEN
                 DELETE FROM fresh_codes WHERE sector = OLD.sector AND memory_id = OLD.memory_id;
             ELSE
-                INSERT INTO fresh_codes (sector, memory_id, user_id, dim, model, code)
+                INSERT INTO fresh_codes ({CODE_COLUMNS})
                 VALUES (NEW.sector, NEW.memory_id, NEW.user_id, NEW.dim, NEW.model,
                         binary_quantize(NEW.embedding)::varbit)
-                ON CONFLICT (sector, memory_id) DO UPDATE
-                    SET user_id = excluded.user_id, dim = excluded.dim, model = excluded.model, code = excluded.code;
+                {UPSERT};
             END IF;
             RETURN NULL;
         END $$
