@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pgvector.psycopg import register_vector
+from psycopg import errors
 from psycopg.rows import dict_row, namedtuple_row
 from sqlalchemy import URL, Engine, create_engine, event, exc, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -161,6 +162,12 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def is_deadlock(error: BaseException) -> bool:
+    """Whether `error` (SQLAlchemy's, around psycopg's) is the server ending a deadlock by rolling this transaction
+    back: the transaction can be run again."""
+    return isinstance(getattr(error, "orig", None), errors.DeadlockDetected)
 
 
 def set_timeouts(session: Session, timeouts: Timeouts) -> None:

@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.exc import OperationalError
-
 from shared.config import Settings
-from shared.db import Database
+from shared.db import Database, is_deadlock
 from shared.lifecycle.compression import (
     COMPRESSED,
     FINGERPRINTED,
@@ -246,8 +244,8 @@ class DecayCycle:
                         fingerprinted=done.fingerprinted,
                     )
                 return moved
-            except OperationalError as exc:
-                if "deadlock" not in str(exc).lower() or attempt == 3:
+            except Exception as exc:
+                if not is_deadlock(exc) or attempt == 3:
                     raise
                 log.warning("[decay] step deadlocked with another writer; retrying (%d)", attempt)
         raise AssertionError("unreachable")

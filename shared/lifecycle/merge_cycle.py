@@ -18,12 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import redis
-from psycopg import errors
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from shared.config import Settings
-from shared.db import Database
+from shared.db import Database, is_deadlock
 from shared.jobs import embed_queue
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
@@ -111,8 +109,8 @@ class MergeCycle:
             try:
                 with self.db.session(timeouts=s.database_limits.maintenance) as session:
                     count, made = self.engine.merge_fresh(session, limit=s.merge_batch_size, analyze=analyze)
-            except DBAPIError as exc:
-                if not isinstance(exc.orig, errors.DeadlockDetected):
+            except Exception as exc:
+                if not is_deadlock(exc):
                     raise
                 # Two lanes linking to each other's new memories, or counting the same terms, can meet in a
                 # deadlock the server ends by rolling one back: its batch stays fresh for the next try.
