@@ -5,6 +5,8 @@ is the floor any full pipeline stands on. Prints both and the ratio.
 
     python -m bench.query --sizes 10000 100000
     python -m bench.query --sizes 100000 --period              # and each question naming a period
+    python -m bench.query --sizes 100000 --beside 2000         # and a small tenant beside the large one
+    python -m bench.query --sizes 100000 --crowd 200           # the large one among 200 tenants of 50
     python -m bench.query --sizes 1000000 --queries 300      # bulk-loaded (~25 min here)
 
 Stores up to --bulk-from memories go through the engine's write path and the background merge, as
@@ -201,6 +203,20 @@ def main() -> None:
         "another tenant: the worst case for setting the tenant on the read path; not with --bulk-from sizes)",
     )
     parser.add_argument(
+        "--beside",
+        type=int,
+        default=0,
+        help="also store a small tenant of this many memories (other texts) and ask it the same way: a tenant with a "
+        "small share of each sector's shared HNSW index, beside the large one (its questions from its own texts)",
+    )
+    parser.add_argument(
+        "--crowd",
+        type=int,
+        default=0,
+        help="also store this many tenants of 50 memories each: a store of many small tenants, whose statistics "
+        "make a plan made for the average tenant read every row of a large one",
+    )
+    parser.add_argument(
         "--period",
         action="store_true",
         help='ask every question again with " this year" added: the worst case of time anchoring\'s search of '
@@ -221,8 +237,18 @@ def main() -> None:
             hnsw, model = baseline(url, qs, args.k)
             base, own = percentiles(hnsw), percentiles(model)
             runs = {"": qs} | ({" this year": [f"{q} this year" for q in qs]} if args.period else {})
+            small = f"{USER}-small"
+            if args.crowd:  # the same 50 texts each: what matters is how many tenants there are
+                load(url, corpus(50, seed=98), users=[f"{USER}-crowd-{i}" for i in range(args.crowd)])
+            if args.beside:
+                small_texts = corpus(args.beside, seed=99)
+                load(url, small_texts, users=[small])
+                small_qs = questions(small_texts, args.queries)
             with stack(url, srv.redis_url) as gateway:
                 measured = {label: over_http(gateway, asked, args.k, users) for label, asked in runs.items()}
+                if args.beside:
+                    label = f" + a {args.beside:,}-memory tenant, asked"
+                    measured[label] = over_http(gateway, small_qs, args.k, [small])
             for label, (samples, stages) in measured.items():
                 ours = percentiles(samples)
                 rows.append((f"{size:,}{label}", base, ours))
@@ -242,10 +268,11 @@ def main() -> None:
                 )
 
     print(f"\nquery latency, full pipeline over HTTP (k={args.k}, {args.queries} queries, one client)")
-    print(f"{'n':>19} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'HNSW p50':>9} {'HNSW p95':>9} {'p95 ratio':>10}")
+    width = max([19, *(len(label) for label, _, _ in rows)])
+    print(f"{'n':>{width}} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'HNSW p50':>9} {'HNSW p95':>9} {'p95 ratio':>10}")
     for label, base, ours in rows:
         print(
-            f"{label:>19} {ours['p50']:>8.1f} {ours['p95']:>8.1f} {ours['p99']:>8.1f} {base['p50']:>9.1f} "
+            f"{label:>{width}} {ours['p50']:>8.1f} {ours['p95']:>8.1f} {ours['p99']:>8.1f} {base['p50']:>9.1f} "
             f"{base['p95']:>9.1f} {ours['p95'] / base['p95']:>10.1f}"
         )
 

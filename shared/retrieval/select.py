@@ -13,7 +13,7 @@ from shared.retrieval.fusion import Candidate
 from shared.retrieval.hot_rows import PAYLOAD_FIELDS, HotRowCache
 from shared.retrieval.mmr import comparable, mmr_order
 from shared.retrieval.packing import Packing, pack
-from shared.storage import search
+from shared.storage import selected
 from shared.storage.rows import SectorVector
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class Selector:
     ) -> list[Match]:
         by_id = {c.id: (c, row) for c, row in ranked}
         best = max(c.score for c, _ in ranked) or 1.0
-        vectors = comparable(search.primary_vectors(session, list(by_id), queries), self.ladder)
+        vectors = comparable(selected.primary_vectors(session, list(by_id), queries), self.ladder)
         order = mmr_order(
             [c.id for c, _ in ranked], {c.id: c.score / best for c, _ in ranked}, vectors, lambda_=diversity
         )
@@ -84,7 +84,7 @@ class Selector:
             return
         cached = self.row_cache.get(rows) if self.row_cache else {}
         missing = [row["id"] for row in rows if row["id"] not in cached]
-        fetched = search.fetch_payloads(session, user_id, missing)
+        fetched = selected.fetch_payloads(session, user_id, missing)
         for row in rows:
             payload = cached.get(row["id"]) or fetched.get(row["id"])
             if payload is not None:

@@ -21,7 +21,7 @@ from shared.storage.rows import MemoryFilter, SectorVector
 from shared.storage.search import FetchedLinks, dense_plan, links_of, links_sql
 
 HIT_COLUMNS = ("lexical_rank", "lexical_score", "dense_rank", "dense_similarity", "rrf_score")
-# The payload (`search.fetch_payloads`' columns) comes with the hits the hot-row cache does not keep (those not both
+# The payload (`selected.fetch_payloads`' columns) comes with the hits the hot-row cache does not keep (those not both
 # hot and uncompressed: shared.retrieval.hot_rows.cacheable), so that returning them takes no round trip more.
 CARRIED = "f.id IS NOT NULL AND NOT (m.tier = 'hot' AND m.compression = 'full')"
 PAYLOAD_COLUMNS = ", ".join(

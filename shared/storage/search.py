@@ -5,6 +5,7 @@ Reads go straight through psycopg (`shared.db.read_rows`): binary parameters, no
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -12,13 +13,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from pgvector import Vector
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from shared.db import read_rows
 from shared.lifecycle.compression import pool_to
 from shared.memory.sectors import group_sectors, validate_sector
-from shared.storage.rows import LEAN_COLUMNS, MemoryFilter, SectorVector, occurred_sql, row_to_dict
+from shared.storage.rows import LEAN_COLUMNS, MemoryFilter, SectorVector, occurred_sql
 
 # Fresh vectors a query compares exactly (at least; four times its limit when that is more), the nearest of the
 # tenant's fresh vectors by their binary codes: a memory's own text is at distance 0, and beyond a few thousand
@@ -62,6 +62,18 @@ def rungs_sql(sectors: Sequence[str], dims: Sequence[int]) -> str:
         for sector in map(validate_sector, sectors)
         for dim in dims
     )
+
+
+# `MemoryFilter`'s parameters as `mnemoflow_nearest` takes them (after its `p_filter`), with their types
+NEAREST_FILTER_PARAMS = ("f_sectors", "f_tags", "f_start", "f_end", "f_occurred_after", "f_occurred_before")
+_NEAREST_FILTER_TYPES = ("text[]", "text[]", "timestamptz", "timestamptz", "timestamptz", "timestamptz")
+
+
+def _nearest_filter_args(params: Mapping[str, Any]) -> list[str]:
+    return [
+        f"CAST(:{name} AS {kind})" if name in params else f"CAST(NULL AS {kind})"
+        for name, kind in zip(NEAREST_FILTER_PARAMS, _NEAREST_FILTER_TYPES, strict=True)
+    ]
 
 
 def dense_candidates(
@@ -113,7 +125,10 @@ def dense_plan(
     def filtered(alias: str) -> str:  # the filter on the memory of the row `alias` names
         return f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = {alias}.memory_id{clause})" if clause else ""
 
-    filter_sql = filtered("v")
+    # the filter inside `mnemoflow_nearest`'s statement, its values passed on as that statement's $6 to $11
+    inner = re.sub(r":(f_\w+)", lambda m: f"${6 + NEAREST_FILTER_PARAMS.index(m.group(1))}", filtered("v"))
+    nearest_filter = f", :nearest_filter, {', '.join(_nearest_filter_args(params))}" if clause else ""
+    params |= {"nearest_filter": inner} if clause else {}
     groups = group_sectors(queries)
     parts = []
     for g, (query, sectors) in enumerate(groups):
@@ -126,19 +141,16 @@ def dense_plan(
             name = f"q{g}_{dim}"
             distance = f"v.embedding::vector({dim}) <=> CAST(:{name} AS vector({dim}))"
             params[name] = Vector(vector)
-            # Settled rows through each partition's HNSW index (one ordered index scan per sector) ... The sectors
-            # and the limit are literals, like the dimensions: then the generic plan of the prepared statement
-            # (psycopg prepares a statement on its fifth run on a connection) costs no more than a custom one and
-            # the server keeps it, instead of planning the statement again on every query (about half of its time
-            # at 100k; with parameters the partitions are pruned only at run time and a LIMIT's size is unknown).
+            # Settled rows, each sector's through `mnemoflow_nearest` (migration 0017): its statement is planned on
+            # every call for the tenant, so a small tenant reads its own rows and a large one walks the HNSW index,
+            # whatever the store's other tenants. The rest is planned once: the sectors and the limit are literals,
+            # like the dimensions, so the generic plan of the prepared statement (psycopg prepares a statement on its
+            # fifth run on a connection) costs no more than a custom one and the server keeps it, instead of
+            # planning the statement again on every query (about half of its time at 100k).
             for sector in map(validate_sector, on_rung):
                 parts.append(
-                    f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
-                         FROM memory_vectors v
-                         WHERE v.sector = '{sector}' AND v.dim = {dim} AND v.indexed AND v.user_id = :user_id
-                           AND v.model = :model{g}{filter_sql}
-                         ORDER BY {distance}
-                         LIMIT {int(limit)})"""
+                    f"""(SELECT n.memory_id, n.sim FROM mnemoflow_nearest('{sector}', {dim}, :user_id, :model{g},
+                         CAST(:{name} AS vector({dim})), {int(limit)}{nearest_filter}) n)"""
                 )
             # ... and the tenant's fresh rows, in all those sectors at once: their binary codes ranked by Hamming
             # distance (a narrow table: migration 0016), the best FRESH_SHORTLIST of them compared exactly. A
@@ -348,47 +360,3 @@ def period_candidates(
         params | {"user_id": user_id, "p_start": start, "p_end": end, "scan_limit": scan_limit, "limit": limit},
     )
     return [(r.id, float(r.sim)) for r in rows]
-
-
-def fetch_payloads(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
-    """Content, summary, metadata and document of the tenant's memories among `memory_ids`."""
-    if not memory_ids:
-        return {}
-    rows = read_rows(
-        session,
-        "SELECT id, content, summary, meta, document_id FROM memories "
-        "WHERE id = ANY(CAST(:ids AS uuid[])) AND user_id = :user_id",
-        {"ids": list(memory_ids), "user_id": user_id},
-        as_dicts=True,
-    )
-    return {row["id"]: row_to_dict(row) for row in rows}
-
-
-def primary_vectors(
-    session: Session, memory_ids: Sequence[uuid.UUID], queries: Mapping[str, SectorVector]
-) -> dict[uuid.UUID, np.ndarray]:
-    """Each memory's primary-sector vector, of the model its sector is queried with (for MMR)."""
-    if not memory_ids:
-        return {}
-    sectors = list(queries)
-    rows = session.execute(
-        text(
-            """
-            SELECT v.memory_id, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.memory_id
-            JOIN unnest(CAST(:sectors AS text[]), CAST(:models AS text[])) AS q(sector, model)
-              ON q.sector = m.primary_sector
-            WHERE v.memory_id = ANY(CAST(:ids AS uuid[])) AND v.sector = m.primary_sector AND v.model = q.model
-            """
-        ),
-        {
-            "ids": [str(i) for i in memory_ids],
-            "sectors": sectors,
-            "models": [queries[sector].model for sector in sectors],
-        },
-    ).all()
-    return {r.memory_id: _as_array(r.embedding) for r in rows}
-
-
-def _as_array(value: Any) -> np.ndarray:
-    """pgvector gives a Vector (or a numpy array, by version); float32 either way."""
-    return np.asarray(value.to_numpy() if isinstance(value, Vector) else value, dtype=np.float32)

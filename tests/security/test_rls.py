@@ -22,7 +22,7 @@ from shared.memory import summaries
 from shared.memory.digest import SummaryParams
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
-from shared.storage import decay_steps, search
+from shared.storage import decay_steps, selected
 from shared.storage import jobs as job_store
 from shared.storage.rows import SectorVector, occurred_sql
 from shared.tenancy import DbRole, require_role
@@ -193,7 +193,7 @@ def test_a_tenant_sees_and_changes_only_its_own_rows(store):
 
 
 def test_a_query_missing_its_tenant_condition_still_reads_only_the_tenant(store):
-    # search.primary_vectors looks memories up by id alone (the read path asks it only for its own hits): given
+    # selected.primary_vectors looks memories up by id alone (the read path asks it only for its own hits): given
     # another tenant's id, row-level security answers for the missing condition.
     app, maintenance, engine = store
     with maintenance.session() as s:
@@ -207,7 +207,7 @@ def test_a_query_missing_its_tenant_condition_still_reads_only_the_tenant(store)
         }
     query = {"semantic": SectorVector(engine.embedder.model, engine.embedder.embed(["Paris"])[0])}
     with app.reading(ANNA) as s:
-        found = search.primary_vectors(s, ids[ANNA] + ids[BORIS], query)
+        found = selected.primary_vectors(s, ids[ANNA] + ids[BORIS], query)
     assert ids[BORIS] and set(found) == set(ids[ANNA])
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import text
 from shared.api.memories import MemoryCreate
 from shared.memory.sectors import SECTORS
 from shared.retrieval.fusion import fuse
-from shared.storage import bm25, search
+from shared.storage import bm25, search, selected
 from shared.storage.candidates import fused_with_links, prelude
 from shared.storage.rows import MemoryFilter, SectorVector
 
@@ -133,7 +133,7 @@ def test_the_one_statement_reads_what_the_stages_read_apart(
             max_hops=max_hops,
             ladder=ladder,
         )
-        payloads = search.fetch_payloads(s, tenant, [h["id"] for h in together.hits])
+        payloads = selected.fetch_payloads(s, tenant, [h["id"] for h in together.hits])
     expected = [
         (c.id, c.lexical_rank, c.lexical_score, c.dense_rank, c.dense_similarity, c.rrf_score) for c in hits.values()
     ]

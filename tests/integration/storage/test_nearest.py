@@ -1,0 +1,187 @@
+"""A tenant's indexed vectors searched through `mnemoflow_nearest` (migration 0017) on a store of its own: planned for
+the tenant on each call, a small tenant beside a large one reads its own rows instead of walking the shared HNSW
+index, whatever plan the store's statistics would give the prepared statement; the rows are the exact nearest, and
+row-level security holds inside the function."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from infra.embedded import recreate_database
+from infra.migrate import upgrade
+from shared.api.memories import MemoryCreate
+from shared.db import Database, create_db_engine
+from shared.embedding.synthetic import SyntheticEmbedder
+from shared.memory.engine import MemoryEngine
+from shared.storage import search
+from shared.storage.rows import MemoryFilter, SectorVector
+from shared.tenancy import DbRole
+
+pytestmark = pytest.mark.integration
+
+LARGE, SMALL = "large", "small"
+WORDS = ["harbour", "invoice", "violin", "glacier", "compiler", "orchard", "passport", "tide", "lantern", "quartz"]
+SECTOR = "semantic"
+HAPPENED = {True: datetime(2023, 5, 1, tzinfo=UTC), False: datetime(2024, 5, 1, tzinfo=UTC)}
+
+
+def texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(4)) + f" fact {seed}-{i}" for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def store(servers, settings) -> Iterator[dict]:
+    """A store of two tenants, 2,000 memories and 20, every vector merged into the index and the statistics fresh."""
+    url = recreate_database(servers["admin_url"], "mnemoflow_test_nearest")
+    upgrade(url)
+    own = settings.model_copy(update={"database_url": url})
+    engine = MemoryEngine(own, SyntheticEmbedder(dim=384))
+    app = Database(create_db_engine(own, "mnemoflow.tests.nearest", pool_size=2))
+    maintenance = Database(create_db_engine(own, "mnemoflow.tests.nearest.m", pool_size=2, role=DbRole.MAINTENANCE))
+    owner = Database(create_db_engine(own, "mnemoflow.tests.nearest.o", pool_size=1, role=DbRole.OWNER))
+    for tenant, n in ((LARGE, 2_000), (SMALL, 20)):
+        items = [  # every third memory tagged, and happened in 2023 (the rest in 2024)
+            MemoryCreate(content=c, tags=["third"] if i % 3 == 0 else [], occurred_at=HAPPENED[i % 3 == 0])
+            for i, c in enumerate(texts(n, seed=n))
+        ]
+        with app.session(tenant) as s:
+            engine.store(s, engine.prepare(items, tenant)[0], settle=False)
+    with maintenance.session() as s:
+        while engine.merge_fresh(s, limit=1_000)[0]:
+            pass
+    with owner.session() as s:
+        s.execute(text("ANALYZE memory_vectors"))
+    try:
+        yield {"engine": engine, "app": app, "owner": owner}
+    finally:
+        for database in (app, maintenance, owner):
+            database.dispose()
+
+
+def index_scans(owner: Database) -> dict[str, int]:
+    """Scans so far of the semantic partition's HNSW index and of its (user_id, dim) index."""
+    with owner.session() as s:
+        s.execute(text("SELECT pg_stat_clear_snapshot()"))
+        rows = s.execute(
+            text("SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE indexrelname = ANY(:names)"),
+            {"names": [f"memory_vectors_{SECTOR}_hnsw_384", f"memory_vectors_{SECTOR}_user_dim"]},
+        ).all()
+    return {("hnsw" if "hnsw" in name else "user_dim"): int(n) for name, n in rows}
+
+
+def search_as(store: dict, tenant: str, content: str, times: int = 8, where: MemoryFilter | None = None) -> list:
+    """The tenant's dense candidates in the semantic sector for `content`, asked `times` times on one connection, on
+    the plan the server keeps for a prepared statement once it decides a generic one costs no more than planning
+    (psycopg prepares a statement on its fifth run; which tenant's queries come first decides when, so here it is
+    forced: `plan_cache_mode`); the connection's statistics sent before it is returned."""
+    engine = store["engine"]
+    vector = np.asarray(engine.embedder.embed([content])[0], dtype=np.float32)
+    searched = {SECTOR: SectorVector(engine.embedder.model, vector)}
+    with store["app"].reading(tenant) as s:
+        s.execute(text("SET plan_cache_mode = force_generic_plan"))
+        try:
+            for _ in range(times):
+                found = search.dense_candidates(s, tenant, searched, limit=16, where=where or MemoryFilter())
+        finally:
+            s.execute(text("RESET plan_cache_mode"))
+        s.execute(text("SELECT pg_stat_force_next_flush()"))
+        s.execute(text("SELECT 1"))
+    return found
+
+
+def exact(store: dict, tenant: str, content: str, limit: int = 16, tagged: bool = False) -> list:
+    """The tenant's indexed semantic vectors nearest `content`, compared one by one (`tagged`: of tagged memories)."""
+    engine = store["engine"]
+    vector = "[" + ",".join(map(str, engine.embedder.embed([content])[0])) + "]"
+    with store["owner"].session() as s:
+        return list(
+            s.execute(
+                text(
+                    "SELECT v.memory_id FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
+                    f"WHERE v.sector = '{SECTOR}' AND v.user_id = :u AND v.indexed "
+                    "AND (NOT :tagged OR 'third' = ANY(m.tags)) "
+                    "ORDER BY v.embedding::vector(384) <=> CAST(:q AS vector(384)), v.memory_id LIMIT :k"
+                ),
+                {"u": tenant, "q": vector, "k": limit, "tagged": tagged},
+            ).scalars()
+        )
+
+
+def test_a_small_tenant_beside_a_large_one_reads_its_own_rows_and_finds_the_exact_nearest(store):
+    asked = texts(20, seed=20)[3]
+    before = index_scans(store["owner"])
+    found = search_as(store, SMALL, asked)
+    after = index_scans(store["owner"])
+    # every one of its 20 memories with a semantic vector, nearest first, as an exact comparison orders them
+    assert [memory_id for memory_id, _ in found] == exact(store, SMALL, asked)[: len(found)] and found
+    assert after["user_dim"] > before["user_dim"]  # its own rows, read through the (user_id, dim) index ...
+    assert after["hnsw"] == before["hnsw"]  # ... not a walk of the large tenant's graph
+
+
+def test_the_large_tenant_walks_the_index_on_a_store_whose_statistics_say_many_small_tenants(store):
+    """On the statistics of a store of a thousand tenants a plan made for no tenant in particular reads every row of
+    whoever asks; planned for the large tenant (a most common value of `user_id`), the search walks the index and
+    finds its nearest."""
+    owner = store["owner"]
+    partition = f"memory_vectors_{SECTOR}"
+    asked = texts(2_000, seed=2_000)[17]
+    with owner.session() as s:
+        s.execute(text(f"ALTER TABLE {partition} ALTER COLUMN user_id SET (n_distinct = 1000)"))
+        s.execute(text(f"ANALYZE {partition}"))
+    try:
+        before = index_scans(owner)
+        found = search_as(store, LARGE, asked)
+        after = index_scans(owner)
+    finally:
+        with owner.session() as s:
+            s.execute(text(f"ALTER TABLE {partition} ALTER COLUMN user_id RESET (n_distinct)"))
+            s.execute(text(f"ANALYZE {partition}"))
+    assert after["hnsw"] > before["hnsw"] and after["user_dim"] == before["user_dim"]  # the index, not every row
+    own = exact(store, LARGE, asked)
+    assert found[0][0] == own[0]  # its own text, first
+    assert len({memory_id for memory_id, _ in found} & set(own)) >= 0.8 * len(own)
+
+
+def test_a_filtered_search_is_planned_for_the_tenant_too_and_keeps_to_the_filter(store):
+    """Every filter of `MemoryFilter` at once goes into the function's statement with its values: the small tenant's
+    tagged memories of 2023, still found among its own rows."""
+    where = MemoryFilter(
+        sectors=[SECTOR],
+        tags=["third"],
+        start_time=datetime(2020, 1, 1, tzinfo=UTC),
+        end_time=datetime(2100, 1, 1, tzinfo=UTC),
+        occurred_after=datetime(2023, 1, 1, tzinfo=UTC),
+        occurred_before=datetime(2023, 12, 31, tzinfo=UTC),
+    )
+    assert set(where.sql("m")[1]) == set(search.NEAREST_FILTER_PARAMS)  # every parameter a filter has
+    asked = texts(20, seed=20)[4]
+    before = index_scans(store["owner"])
+    found = search_as(store, SMALL, asked, where=where)
+    after = index_scans(store["owner"])
+    assert [memory_id for memory_id, _ in found] == exact(store, SMALL, asked, tagged=True)[: len(found)]
+    assert len(found) == 7  # memories 0, 3, ..., 18 of the 20
+    assert after["hnsw"] == before["hnsw"]  # its own rows (by whichever index suits the filter), not the graph
+
+
+def test_the_function_shows_a_tenant_no_row_of_another(store):
+    """Asked for another tenant's rows, the function returns none: its statement runs under the caller's row-level
+    security (SECURITY INVOKER)."""
+    engine = store["engine"]
+    vector = "[" + ",".join(map(str, engine.embedder.embed(["harbour invoice violin glacier"])[0])) + "]"
+    with store["app"].reading(SMALL) as s:
+        rows = s.execute(
+            text("SELECT * FROM mnemoflow_nearest(:sector, 384, :u, :m, CAST(:q AS vector(384)), 50)"),
+            {"sector": SECTOR, "u": LARGE, "m": engine.embedder.model, "q": vector},
+        ).all()
+        own = s.execute(
+            text("SELECT * FROM mnemoflow_nearest(:sector, 384, :u, :m, CAST(:q AS vector(384)), 50)"),
+            {"sector": SECTOR, "u": SMALL, "m": engine.embedder.model, "q": vector},
+        ).all()
+    assert rows == [] and own
