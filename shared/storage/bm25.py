@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from shared.db import read_rows
 from shared.retrieval.lexical import LexicalParams, select_terms
-from shared.storage.rows import MemoryFilter
+from shared.storage.rows import MemoryFilter, filter_arguments
 
 
 def count_terms(session: Session, memory_ids: Sequence[uuid.UUID], *, sign: int) -> None:
@@ -152,12 +152,14 @@ def lexical_plan(
     once_sql = f"({terms}) * (:k1 + 1) / (1 + {norm})"
     bind: dict[str, Any] = {f"t{i}": _tsquery_literal(t) for i, t in enumerate(lexemes)}
     bind |= {f"idf{i}": idf[t] for i, t in enumerate(lexemes)}
-    # `memory_text`: the tenant's memories, where the match keeps its GIN index (migration 0012: under row-level
-    # security it would not)
-    matching = f"""SELECT m.id, m.search FROM memory_text m
-            WHERE m.user_id = :user_id AND m.search @@ CAST(:selector AS tsquery){clause}"""
+    # The tenant's matches, through `mnemoflow_matching` (migration 0018): its statement is planned on every call for
+    # the tenant (a large one among many small ones reads the GIN match alone, not the match intersected with its
+    # whole user index), over `memory_text`, where the match keeps its GIN index (migration 0013: under row-level
+    # security it would not). The filter goes in as text, its values as that statement's $4 to $9.
+    passed = filter_arguments(clause, filter_params, first=4, name="matching_filter")
+    matching = f"""SELECT m.id, m.search FROM mnemoflow_matching(:user_id, CAST(:selector AS tsquery),
+            CAST({":read_cap" if read_cap else "NULL"} AS integer){passed}) AS m"""
     if read_cap:
-        matching = f"SELECT * FROM ({matching} LIMIT :read_cap) AS m"
         bind["read_cap"] = read_cap
         may_match = read_cap
     if params.term_frequency:

@@ -5,6 +5,7 @@ No SQL is run here: `MemoryFilter` writes a WHERE fragment for the modules that 
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,9 @@ MEMORY_COLUMNS = (
     "coactivations, tier, status, confidence, compression, created_at, updated_at, last_seen_at, last_used_at, "
     "occurred_at, document_id"
 )
+# `MemoryFilter`'s parameters, in the order the functions that run a filter of their own take them, and their types
+FILTER_PARAMS = ("f_sectors", "f_tags", "f_start", "f_end", "f_occurred_after", "f_occurred_before")
+_FILTER_TYPES = ("text[]", "text[]", "timestamptz", "timestamptz", "timestamptz", "timestamptz")
 # A query returned the memory: salience + :boost (capped at 1), and what that added is recall lift too
 # (shared.lifecycle.formulas.returned): the SET clause of query reinforcement and of regeneration on access
 RETURNED_SET = (
@@ -142,3 +146,19 @@ def row_to_dict(row: Any) -> dict[str, Any]:
     if "meta" in data:
         data["metadata"] = data.pop("meta") or {}
     return data
+
+
+def filter_arguments(clause: str, params: dict[str, Any], *, first: int, name: str) -> str:
+    """A `MemoryFilter` condition (`clause`, written with the filter's `:f_...` parameters, whose values are in
+    `params`) for a function that runs it in a statement of its own (`mnemoflow_nearest`, `mnemoflow_matching`): the
+    text goes in as the parameter `name` with the values as that statement's `$first` onwards, the function's
+    arguments after the text. Returns those arguments for the call (`, :name, ...`; empty without a condition) and
+    puts the text in `params`."""
+    if not clause:
+        return ""
+    params[name] = re.sub(r":(f_\w+)", lambda m: f"${first + FILTER_PARAMS.index(m.group(1))}", clause)
+    arguments = [
+        f"CAST(:{param} AS {kind})" if param in params else f"CAST(NULL AS {kind})"
+        for param, kind in zip(FILTER_PARAMS, _FILTER_TYPES, strict=True)
+    ]
+    return f", :{name}, {', '.join(arguments)}"

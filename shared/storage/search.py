@@ -5,7 +5,6 @@ Reads go straight through psycopg (`shared.db.read_rows`): binary parameters, no
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -18,7 +17,7 @@ from sqlalchemy.orm import Session
 from shared.db import read_rows
 from shared.lifecycle.compression import pool_to
 from shared.memory.sectors import group_sectors, validate_sector
-from shared.storage.rows import LEAN_COLUMNS, MemoryFilter, SectorVector, occurred_sql
+from shared.storage.rows import LEAN_COLUMNS, MemoryFilter, SectorVector, filter_arguments, occurred_sql
 
 # Fresh vectors a query compares exactly (at least; four times its limit when that is more), the nearest of the
 # tenant's fresh vectors by their binary codes: a memory's own text is at distance 0, and beyond a few thousand
@@ -62,18 +61,6 @@ def rungs_sql(sectors: Sequence[str], dims: Sequence[int]) -> str:
         for sector in map(validate_sector, sectors)
         for dim in dims
     )
-
-
-# `MemoryFilter`'s parameters as `mnemoflow_nearest` takes them (after its `p_filter`), with their types
-NEAREST_FILTER_PARAMS = ("f_sectors", "f_tags", "f_start", "f_end", "f_occurred_after", "f_occurred_before")
-_NEAREST_FILTER_TYPES = ("text[]", "text[]", "timestamptz", "timestamptz", "timestamptz", "timestamptz")
-
-
-def _nearest_filter_args(params: Mapping[str, Any]) -> list[str]:
-    return [
-        f"CAST(:{name} AS {kind})" if name in params else f"CAST(NULL AS {kind})"
-        for name, kind in zip(NEAREST_FILTER_PARAMS, _NEAREST_FILTER_TYPES, strict=True)
-    ]
 
 
 def dense_candidates(
@@ -125,10 +112,8 @@ def dense_plan(
     def filtered(alias: str) -> str:  # the filter on the memory of the row `alias` names
         return f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = {alias}.memory_id{clause})" if clause else ""
 
-    # the filter inside `mnemoflow_nearest`'s statement, its values passed on as that statement's $6 to $11
-    inner = re.sub(r":(f_\w+)", lambda m: f"${6 + NEAREST_FILTER_PARAMS.index(m.group(1))}", filtered("v"))
-    nearest_filter = f", :nearest_filter, {', '.join(_nearest_filter_args(params))}" if clause else ""
-    params |= {"nearest_filter": inner} if clause else {}
+    # the filter inside `mnemoflow_nearest`'s statement, its values that statement's $6 to $11
+    nearest_filter = filter_arguments(filtered("v"), params, first=6, name="nearest_filter")
     groups = group_sectors(queries)
     parts = []
     for g, (query, sectors) in enumerate(groups):

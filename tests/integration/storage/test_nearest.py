@@ -1,8 +1,9 @@
 """A tenant's indexed vectors searched through `mnemoflow_nearest` (migration 0017) on a store of its own: planned for
 the tenant on each call, a small tenant beside a large one reads its own rows instead of walking the shared HNSW
 index, whatever plan the store's statistics would give the prepared statement; the rows are the exact nearest, and
-row-level security holds inside the function. And the fresh tier's first pass on the plan such a statement keeps: the
-vectors it shortlists read by key, the query's code read once."""
+row-level security holds inside the function. The same for full text through `mnemoflow_matching` (migration 0018).
+And the fresh tier's first pass on the plan such a statement keeps: the vectors it shortlists read by key, the
+query's code read once."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from shared.api.memories import MemoryCreate
 from shared.db import _BIND, Database, create_db_engine
 from shared.embedding.synthetic import SyntheticEmbedder
 from shared.memory.engine import MemoryEngine
-from shared.storage import search
-from shared.storage.rows import MemoryFilter, SectorVector
+from shared.retrieval.lexical import LexicalParams
+from shared.storage import bm25, search
+from shared.storage.rows import FILTER_PARAMS, MemoryFilter, SectorVector
 from shared.tenancy import DbRole
 
 pytestmark = pytest.mark.integration
@@ -162,7 +164,7 @@ def test_a_filtered_search_is_planned_for_the_tenant_too_and_keeps_to_the_filter
         occurred_after=datetime(2023, 1, 1, tzinfo=UTC),
         occurred_before=datetime(2023, 12, 31, tzinfo=UTC),
     )
-    assert set(where.sql("m")[1]) == set(search.NEAREST_FILTER_PARAMS)  # every parameter a filter has
+    assert set(where.sql("m")[1]) == set(FILTER_PARAMS)  # every parameter a filter has
     asked = texts(20, seed=20)[4]
     before = index_scans(store["owner"])
     found = search_as(store, SMALL, asked, where=where)
@@ -256,3 +258,70 @@ def test_the_query_code_is_read_once_on_the_kept_plan(store):
         plan = s.execute(text("EXPLAIN (GENERIC_PLAN, VERBOSE) " + _BIND.sub(numbered, statement))).scalars().all()
     (sort_key,) = [line for line in plan if "Sort Key" in line and "<~>" in line]
     assert "InitPlan" in sort_key and "$" not in sort_key, sort_key
+
+
+def tenant_index_scans(owner: Database) -> int:
+    """Scans so far of `memories`' indexes that begin with the tenant, summed."""
+    with owner.session() as s:
+        s.execute(text("SELECT pg_stat_clear_snapshot()"))
+        rows = s.execute(
+            text(
+                "SELECT i.indexrelname, i.idx_scan, a.attname FROM pg_stat_user_indexes i "
+                "JOIN pg_index x ON x.indexrelid = i.indexrelid "
+                "JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = x.indkey[0] "
+                "WHERE i.relname = 'memories'"
+            )
+        ).all()
+    return sum(int(n) for _, n, column in rows if column == "user_id")
+
+
+def test_the_large_tenants_full_text_match_skips_its_whole_index_on_many_tenant_statistics(store):
+    """On the statistics of a store of a thousand tenants, a plan made for no tenant in particular finds a rare word's
+    memories by intersecting the GIN match with the asking tenant's whole index (every memory of the large tenant);
+    planned for the tenant on each call (`mnemoflow_matching`), it is not."""
+    owner = store["owner"]
+    with owner.session() as s:
+        s.execute(text("ALTER TABLE memories ALTER COLUMN user_id SET (n_distinct = 1000)"))
+        s.execute(text("ANALYZE memories"))
+    try:
+        before = tenant_index_scans(owner)
+        with store["app"].reading(LARGE) as s:
+            s.execute(text("SET plan_cache_mode = force_generic_plan"))
+            try:
+                for _ in range(8):
+                    found = bm25.lexical_candidates(
+                        s, LARGE, "fact 2000-17", limit=16, where=MemoryFilter(), params=LexicalParams()
+                    )
+            finally:
+                s.execute(text("RESET plan_cache_mode"))
+            s.execute(text("SELECT pg_stat_force_next_flush()"))
+            s.execute(text("SELECT 1"))
+        after = tenant_index_scans(owner)
+    finally:
+        with owner.session() as s:
+            s.execute(text("ALTER TABLE memories ALTER COLUMN user_id RESET (n_distinct)"))
+            s.execute(text("ANALYZE memories"))
+    with owner.session() as s:
+        wanted = s.execute(
+            text("SELECT id FROM memories WHERE user_id = :u AND content LIKE '% fact 2000-17'"), {"u": LARGE}
+        ).scalar_one()
+    assert found and found[0][0] == wanted  # the one memory with the rare word, first
+    # Not through the tenant's whole index (on a table this small, planned for the tenant, the match reads the
+    # table, where a large store's reads the GIN index alone)
+    assert after == before
+
+
+def test_a_filtered_full_text_match_keeps_to_the_filter(store):
+    """A `MemoryFilter` goes into `mnemoflow_matching`'s statement with its values: of the small tenant's memories
+    with a common word, only its tagged ones of 2023."""
+    where = MemoryFilter(
+        tags=["third"],
+        occurred_after=datetime(2023, 1, 1, tzinfo=UTC),
+        occurred_before=datetime(2023, 12, 31, tzinfo=UTC),
+    )
+    with store["app"].reading(SMALL) as s:
+        everything = bm25.lexical_candidates(s, SMALL, "fact", limit=50, where=MemoryFilter(), params=LexicalParams())
+        filtered = bm25.lexical_candidates(s, SMALL, "fact", limit=50, where=where, params=LexicalParams())
+    assert len(everything) == 20
+    assert len(filtered) == 7  # memories 0, 3, ..., 18 of the 20
+    assert {memory_id for memory_id, _ in filtered} < {memory_id for memory_id, _ in everything}
