@@ -109,11 +109,10 @@ def dense_plan(
     parameters but `user_id`; `present`: the compressed rungs the tenant has vectors on (`compressed_rungs`)."""
     clause, params = where.sql("m")
 
-    def filtered(alias: str) -> str:  # the filter on the memory of the row `alias` names
-        return f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = {alias}.memory_id{clause})" if clause else ""
-
-    # the filter inside `mnemoflow_nearest`'s statement, its values that statement's $6 to $11
-    nearest_filter = filter_arguments(filtered("v"), params, first=6, name="nearest_filter")
+    # The filter on the memory of row `v`, inside `mnemoflow_nearest`'s and `mnemoflow_fresh`'s statements, its values
+    # their $6 to $11.
+    filtered = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
+    nearest_filter = filter_arguments(filtered, params, first=6, name="nearest_filter")
     groups = group_sectors(queries)
     parts = []
     for g, (query, sectors) in enumerate(groups):
@@ -140,27 +139,28 @@ def dense_plan(
             # ... and the tenant's fresh rows, in all those sectors at once: their binary codes ranked by Hamming
             # distance (a narrow table: migration 0016), the best FRESH_SHORTLIST of them compared exactly. A
             # tenant with fewer fresh vectors than that has them all compared: exact, as before.
-            # The query's code is a subquery, read once: as a cast of the parameter, the kept generic plan parsed
-            # the bit string again for every code it compared (half of the first pass: 72 ms against 34 over
-            # 108,000 fresh vectors).
+            # The first pass is `mnemoflow_fresh` (migration 0019), planned for the tenant on each call like the
+            # settled rows' search: in the kept plan, made for the average tenant, a tenant with nothing fresh read
+            # the whole table while another tenant's burst waited in it (6 ms a query at 108,000 codes). The
+            # query's code goes in typed, read once (a cast of the text parameter per code was half the first pass).
             # Each vector is read by its key alone (a code has its vector's tenant, dimension and model, kept by the
-            # triggers), in a lateral subquery whose `IS NOT TRUE` no partial index of fresh rows can serve: joined
-            # on the key with `NOT v.indexed`, a plan made while the statistics said "nothing is fresh" (a prepared
-            # statement keeps it until they are refreshed) scanned the tenant's whole fresh index once per code, 4 to
-            # 8 s a query at 100,000 fresh vectors; with the tenant's or the dimension's condition the planner, on
-            # such statistics, intersected the key with the tenant's whole (user_id, dim) index for every code.
+            # triggers), in a lateral subquery (its `LIMIT 1` keeps it one: merged into a join, on a small store the
+            # planner may hash the whole partition instead) whose `IS NOT TRUE` no partial index of fresh rows can
+            # serve: joined on the key with `NOT v.indexed`, a plan made while the statistics said "nothing is fresh"
+            # (a prepared statement keeps it until they are refreshed) scanned the tenant's whole fresh index once per
+            # code, 4 to 8 s a query at 100,000 fresh vectors; with the tenant's or the dimension's condition the
+            # planner, on such statistics, intersected the key with the tenant's whole (user_id, dim) index for every
+            # code.
             fresh = ", ".join(f"'{sector}'" for sector in map(validate_sector, on_rung))
             params[f"{name}_code"] = binary_code(vector)
+            shortlist = max(FRESH_SHORTLIST, 4 * int(limit))
             parts.append(
                 f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
-                     FROM (SELECT c.sector, c.memory_id FROM fresh_codes c
-                           WHERE c.sector IN ({fresh}) AND c.dim = {dim} AND c.user_id = :user_id
-                             AND c.model = :model{g}{filtered("c")}
-                           ORDER BY c.code <~> (SELECT CAST(:{name}_code AS varbit))
-                           LIMIT {max(FRESH_SHORTLIST, 4 * int(limit))}) c
+                     FROM mnemoflow_fresh(ARRAY[{fresh}], {dim}, :user_id, :model{g},
+                                          CAST(:{name}_code AS varbit), {shortlist}{nearest_filter}) c
                      CROSS JOIN LATERAL (SELECT v.memory_id, v.embedding FROM memory_vectors v
                                          WHERE v.sector = c.sector AND v.memory_id = c.memory_id
-                                           AND v.indexed IS NOT TRUE) v
+                                           AND v.indexed IS NOT TRUE LIMIT 1) v
                      ORDER BY {distance}
                      LIMIT {int(limit)})"""
             )
