@@ -11,8 +11,8 @@ is the floor any full pipeline stands on. Prints both and the ratio.
 
 Stores up to --bulk-from memories go through the engine's write path and the background merge, as
 the workers would. Larger ones are bulk-loaded: memories and vectors written by the same engine with
-the HNSW indexes dropped, one index build, then the merge's own `MemoryEngine.settle` (BM25 statistics
-and each memory's best-match link) in chunks on two connections at once. The
+the HNSW indexes dropped, one index build, then the merge's own `MemoryEngine.link` (each memory's
+best-match link; the BM25 statistics were counted as they were stored) in chunks on two connections at once. The
 merge inserts into a live HNSW index at ~300-400 vectors/s here: 1M would take 45 min or more before
 the first query. One difference: linked after the build, a memory's best match may be a later memory,
 where the merge only sees earlier ones; each still gets at most one forward link.
@@ -108,18 +108,18 @@ def load_bulk(database_url: str, texts: list[str], batch: int = 10_000, link_chu
             by_sector.setdefault(sector, []).append(memory_id)
     chunks = [(s, ids[i : i + link_chunk]) for s, ids in by_sector.items() for i in range(0, len(ids), link_chunk)]
 
-    def settle(chunk: tuple[str, list[uuid.UUID]]) -> int:
+    def link(chunk: tuple[str, list[uuid.UUID]]) -> int:
         sector, ids = chunk
-        with store_wide.session() as session:  # what the merge does
-            return engine.settle(session, {sector: ids})
+        with store_wide.session() as session:  # what the merge does (the terms were counted when stored)
+            return engine.link(session, {sector: ids})
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        links = sum(pool.map(settle, chunks))
+        links = sum(pool.map(link, chunks))
     db.dispose()
     store_wide.dispose()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
-    print(f"  counted and linked ({links:,} waypoints, {time.perf_counter() - started:.0f} s)", flush=True)
+    print(f"  linked ({links:,} waypoints, {time.perf_counter() - started:.0f} s)", flush=True)
     return time.perf_counter() - started
 
 

@@ -206,7 +206,7 @@ def delete_document(db: Database, tenant: str, document_id: uuid.UUID) -> int:
             cancel.cancel_job(db, document["job_id"], tenant)
     with db.session() as session:
         ids = erasure.document_memories(session, tenant, document_id)
-        bm25.count_terms(session, bm25.settled_ids(session, ids), sign=-1)
+        bm25.count_terms(session, ids, sign=-1)
         deleted = erasure.delete_memories(session, tenant, ids)
         erasure.delete_document(session, tenant, document_id)
     return deleted

@@ -167,8 +167,8 @@ def _store_memories(
         ]
         if group:
             copy_vectors(session, group, indexed=indexed)
-    # settled memories count in BM25 now (in the index, or fingerprinted); fresh ones when the merge settles them
-    bm25.count_terms(session, [p.target for p in inserted if p.line.indexed], sign=1)
+    # every memory counts in BM25 from when it is stored, settled or waiting for its merge
+    bm25.count_terms(session, [p.target for p in inserted], sign=1)
     remapped = {str(p.line.id): str(p.target) for p in placed if p.line.id != p.target}
     return {
         "created": len(inserted),

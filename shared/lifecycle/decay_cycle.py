@@ -57,7 +57,6 @@ class Compressions:
     fingerprinted: int = 0
     memories: list[CompressedMemory] = field(default_factory=list)
     vectors: list[VectorRow] = field(default_factory=list)
-    settled: list[uuid.UUID] = field(default_factory=list)
 
 
 class DecayCycle:
@@ -228,7 +227,7 @@ class DecayCycle:
                     if step.processed == 0:
                         return None
                     done = self._compress(session, step.to_compress)
-                    decay_steps.write_compressed(session, done.memories, done.vectors, done.settled)
+                    decay_steps.write_compressed(session, done.memories, done.vectors)
                     moved = {
                         "done": cursor["done"] + step.processed,
                         "after": str(step.last_id),
@@ -279,8 +278,6 @@ class DecayCycle:
                 summary = compress_summary(row.content, f, layers=rules.summary_layers)
                 out.memories.append(CompressedMemory(memory_id, summary, COMPRESSED, vector_dim=primary_dim))
                 out.compressed += 1
-            if row.settled:
-                out.settled.append(memory_id)
         return out
 
     def _pooled(self, vector: VectorRow, factor: float) -> VectorRow | None:

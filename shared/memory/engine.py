@@ -140,6 +140,9 @@ class MemoryEngine:
     def store(self, session: Session, memories: Sequence[NewMemory], *, settle: bool) -> list[StoredRef]:
         """Insert prepared memories (idempotent on user + content).
 
+        Either way each new memory's terms are counted into its tenant's BM25 statistics now, so a query's word
+        counts include what a bulk import stored a moment ago (counted at its merge instead, they lagged by minutes:
+        every word of a tenant importing 100,000 memories looked rare, and a query read all its matches).
         settle=True (single adds): vectors go straight into the HNSW index and each new memory is linked
         to its best match now. settle=False (bulk): vectors land in the fresh tier at COPY speed, are
         searchable at once (their binary codes, then exactly), and `merge_fresh` indexes and links them in the
@@ -147,17 +150,18 @@ class MemoryEngine:
         """
         guard_store_model(session, self.embedders)
         refs = memory_store.insert_memories(session, memories, indexed=settle)
+        created = [(memory, ref) for memory, ref in zip(memories, refs, strict=True) if ref.created]
+        # one statement's locks on the tenant's terms, in one order (two chunks wait for each other, never deadlock)
+        bm25.count_terms(session, [ref.id for _, ref in created], sign=1)
         if settle:
             by_sector: dict[str, list[uuid.UUID]] = defaultdict(list)
-            for memory, ref in zip(memories, refs, strict=True):
-                if ref.created:
-                    by_sector[memory.primary_sector].append(ref.id)
-            self.settle(session, by_sector)
+            for memory, ref in created:
+                by_sector[memory.primary_sector].append(ref.id)
+            self.link(session, by_sector)
         return refs
 
-    def settle(self, session: Session, by_sector: dict[str, list[uuid.UUID]]) -> int:
-        """Count the memories' terms for BM25 and link each to its best match; returns links made."""
-        bm25.count_terms(session, [i for ids in by_sector.values() for i in ids], sign=1)
+    def link(self, session: Session, by_sector: dict[str, list[uuid.UUID]]) -> int:
+        """Link each memory (by its primary sector) to its best match; returns links made."""
         return sum(
             waypoint_store.link_to_best_match(
                 session,
@@ -171,7 +175,8 @@ class MemoryEngine:
         )
 
     def merge_fresh(self, session: Session, *, limit: int, analyze: bool = False) -> tuple[int, int]:
-        """Index up to `limit` fresh vectors and link their memories; returns (vectors merged, links made).
+        """Index up to `limit` fresh vectors and link their memories (their terms were counted when they were
+        stored); returns (vectors merged, links made).
 
         analyze=True refreshes the touched partitions' statistics before linking (do it every few
         thousand rows of a large merge, or the link searches stop using the HNSW index).
@@ -179,7 +184,7 @@ class MemoryEngine:
         moved, merged = vector_store.merge_fresh_vectors(session, limit=limit)
         if analyze and merged:
             vector_store.analyze_vectors(session, merged)
-        return moved, self.settle(session, merged)
+        return moved, self.link(session, merged)
 
     def add(
         self,
@@ -237,8 +242,7 @@ class MemoryEngine:
             if owner is not None and owner != memory_id:
                 raise Conflict(f"another memory ({owner}) already has this content", details={"id": str(owner)})
         # Tags are part of the searchable text too: take the memory out of the statistics, change it, put it back.
-        was_counted = bm25.settled_ids(session, [memory_id])
-        bm25.count_terms(session, was_counted, sign=-1)
+        bm25.count_terms(session, [memory_id], sign=-1)
         if prepared is not None:
             memory_store.replace_content(session, user_id, memory_id, prepared)
         status, occurred_at = patch.get("status"), patch.get("occurred_at")
@@ -246,8 +250,7 @@ class MemoryEngine:
             memory_store.update_memory_fields(
                 session, user_id, memory_id, tags=tags, meta=metadata, status=status, occurred_at=occurred_at
             )
-        if prepared is not None or was_counted:  # new content is indexed at once; a fresh memory waits its merge
-            bm25.count_terms(session, [memory_id], sign=1)
+        bm25.count_terms(session, [memory_id], sign=1)
         if prepared is not None:
             self._reembed_followers(session, user_id, memory_id)
         updated = memory_store.get_memory(session, user_id, memory_id)
@@ -268,7 +271,7 @@ class MemoryEngine:
         )
         for call in calls:
             embed_log_store.log_embedding(session, call, purpose="update")
-        indexed = set(bm25.settled_ids(session, ids))  # a memory waiting for its merge stays in the fresh tier
+        indexed = set(vector_store.settled_ids(session, ids))  # a memory waiting for its merge stays in the fresh tier
         vector_store.swap_vectors(session, [(i, user_id, v, i in indexed) for i, v in zip(ids, vectors, strict=True)])
         return len(ids)
 
@@ -276,5 +279,5 @@ class MemoryEngine:
         """Delete a memory (vectors and waypoints cascade) and take it out of the BM25 statistics."""
         if memory_store.get_memory(session, user_id, memory_id) is None:
             return False
-        bm25.count_terms(session, bm25.settled_ids(session, [memory_id]), sign=-1)
+        bm25.count_terms(session, [memory_id], sign=-1)
         return memory_store.delete_memory(session, user_id, memory_id)

@@ -20,7 +20,8 @@ from shared.storage.rows import MemoryFilter, filter_arguments
 
 def count_terms(session: Session, memory_ids: Sequence[uuid.UUID], *, sign: int) -> None:
     """Add (+1) or remove (-1) memories from their tenant's BM25 statistics: document frequency per
-    lexeme, document count and total length. Call exactly once per memory settling or leaving."""
+    lexeme, document count and total length. Call exactly once per memory stored or leaving (and around a change
+    of its text: out, then in)."""
     if not memory_ids:
         return
     params = {"ids": [str(i) for i in memory_ids], "sign": sign}
@@ -51,22 +52,6 @@ def count_terms(session: Session, memory_ids: Sequence[uuid.UUID], *, sign: int)
         ),
         params,
     )
-
-
-def settled_ids(session: Session, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
-    """Those memories whose BM25 terms are counted: their primary-sector vector is in the index, or they are
-    fingerprinted (a fingerprint has no vector to wait for)."""
-    if not memory_ids:
-        return []
-    rows = session.execute(
-        text(
-            "SELECT m.id FROM memories m WHERE m.id = ANY(CAST(:ids AS uuid[])) AND (m.compression = 'fingerprinted' "
-            "OR EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id AND v.sector = m.primary_sector "
-            "AND v.indexed))"
-        ),
-        {"ids": [str(i) for i in memory_ids]},
-    ).all()
-    return [r.id for r in rows]
 
 
 def _tsquery_literal(lexeme: str) -> str:
@@ -142,14 +127,6 @@ def lexical_plan(
         may_match = min(df.get(t, 0) for t in narrowing)
         read_cap = cap if cap and may_match > cap else 0
 
-    # The counts cover the tenant's settled memories; those still waiting for their merge (a bulk import's) match
-    # without being counted, so while they are many the words' counts are too low: a tenant whose 100,000 new
-    # memories were not yet counted saw every word as rare and read every match of its commonest ones (300 ms a
-    # query; with 7 % counted, 29 ms against 2 settled). So a query reads at most what the counts allow, or the
-    # rescore window when they allow less: with counts up to date that bound is never reached.
-    bound = params.rescore_window or params.select_budget
-    if bound and not read_cap:
-        read_cap = max(may_match, bound)
     clause, filter_params = where.sql("m")
     norm = "(:k1 * (1 - :b + :b * length(m.search) / CAST(:avg_length AS double precision)))"
     # A matched term counted once: cheap (a lookup per term), and the score itself for memories that say

@@ -19,9 +19,6 @@ from sqlalchemy.orm import Session
 
 from shared.lifecycle.compression import FINGERPRINTED
 from shared.lifecycle.formulas import MEAN_SECTOR_LAMBDA, MIN_EXPONENT, SALIENCE_FLOOR, TierRules
-from shared.storage import locks
-from shared.storage.bm25 import count_terms
-from shared.storage.locks import Lock
 
 MIN_UUID = "00000000-0000-0000-0000-000000000000"  # below every id gen_random_uuid() makes
 MAX_UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
@@ -186,7 +183,6 @@ class CompressionRow:
     content: str
     primary_sector: str
     compression: str
-    settled: bool  # its terms are counted (its primary vector is in the index)
     vectors: list[VectorRow] = field(default_factory=list)  # only when it is to be pooled
 
 
@@ -203,7 +199,7 @@ def lock_for_compression(
     with raw.cursor(binary=True) as cur:
         cur.execute(
             """
-            SELECT m.id, m.content, m.primary_sector, m.compression, v.sector, v.dim, v.model, v.indexed,
+            SELECT m.id, m.content, m.primary_sector, m.compression, v.sector, v.dim, v.model,
                    CASE WHEN m.id = ANY(%(pool)s) THEN v.embedding END AS embedding
             FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id
             WHERE m.id = ANY(%(ids)s) AND m.compression <> 'fingerprinted'
@@ -214,12 +210,10 @@ def lock_for_compression(
         )
         rows = cur.fetchall()
     out: dict[uuid.UUID, CompressionRow] = {}
-    for memory_id, content, primary_sector, compression, sector, dim, model, indexed, embedding in rows:
-        memory = out.setdefault(memory_id, CompressionRow(memory_id, content, primary_sector, compression, False))
+    for memory_id, content, primary_sector, compression, sector, dim, model, embedding in rows:
+        memory = out.setdefault(memory_id, CompressionRow(memory_id, content, primary_sector, compression))
         if sector is None:
             continue
-        if sector == primary_sector and indexed:
-            memory.settled = True
         if embedding is not None:
             vector = embedding.to_numpy() if hasattr(embedding, "to_numpy") else embedding
             memory.vectors.append(VectorRow(memory_id, sector, int(dim), model, np.asarray(vector, np.float32)))
@@ -257,21 +251,17 @@ class CompressedMemory:
     fingerprint: np.ndarray | None = None
 
 
-def write_compressed(
-    session: Session, memories: Sequence[CompressedMemory], vectors: Sequence[VectorRow], settled: Sequence[uuid.UUID]
-) -> None:
+def write_compressed(session: Session, memories: Sequence[CompressedMemory], vectors: Sequence[VectorRow]) -> None:
     """Write a set of compressions at once.
 
     vectors: the pooled vectors, each replacing the row of its (memory, sector) in place (the row keeps its
     place in or out of the index). Fingerprinted memories lose their vector rows; the fingerprint lives on the
-    memory. The summary is not part of the full-text document, so BM25 statistics stand — except that a
-    fingerprinted memory still waiting for its merge (not in `settled`) is counted now: it has no vector left
-    to wait with.
+    memory. The summary is not part of the full-text document, so BM25 statistics stand (a memory's terms are
+    counted from when it is stored until it is deleted).
     """
     if not memories:
         return
     fingerprinted = [m.id for m in memories if m.compression == FINGERPRINTED]
-    newly_counted = sorted(set(fingerprinted) - set(settled))
     if vectors:
         _stage_vectors(session, vectors)
         session.execute(
@@ -304,6 +294,3 @@ def write_compressed(
             "fingerprints": [None if m.fingerprint is None else _literal(m.fingerprint) for m in memories],
         },
     )
-    if newly_counted:  # decay threads touch the same terms: one at a time, or they deadlock on term_stats
-        locks.hold_for_transaction(session, Lock.TERM_STATS)  # the decay threads' BM25 statistics, one at a time
-        count_terms(session, newly_counted, sign=1)

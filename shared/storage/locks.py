@@ -19,7 +19,7 @@ class Lock(enum.IntEnum):
     MERGE = 727275  # session lock: one fresh-tier merger at a time, store-wide (lifecycle.merge_cycle)
     STORE_MODEL = 727276  # transaction lock, shared by writers, exclusive for a model switch (storage.sector_models)
     INDEX_DDL = 727277  # transaction lock: one process creates vector indexes at a time (storage.sector_models)
-    TERM_STATS = 727278  # transaction lock: the decay threads' BM25 statistics updates (storage.decay_steps)
+    # 727278: the decay threads' BM25 statistics updates, before memories were counted when stored
     DECAY_CYCLE = 727279  # session lock: one decay cycle at a time, store-wide (lifecycle.decay_cycle)
 
 

@@ -11,7 +11,6 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from shared.memory.sectors import validate_sector
-from shared.storage.bm25 import settled_ids
 from shared.storage.rows import RETURNED_SET, SectorVector
 
 _VECTOR_COLUMNS = "memory_id, sector, user_id, dim, model, indexed, embedding"
@@ -89,6 +88,22 @@ def swap_vectors(
             copy_vectors(session, group, indexed=indexed)
 
 
+def settled_ids(session: Session, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Those memories that are settled: their primary-sector vector is in the index, or they are fingerprinted (a
+    fingerprint has no vector to wait for). A memory rewritten in place keeps its vectors where they were."""
+    if not memory_ids:
+        return []
+    rows = session.execute(
+        text(
+            "SELECT m.id FROM memories m WHERE m.id = ANY(CAST(:ids AS uuid[])) AND (m.compression = 'fingerprinted' "
+            "OR EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id AND v.sector = m.primary_sector "
+            "AND v.indexed))"
+        ),
+        {"ids": [str(i) for i in memory_ids]},
+    ).all()
+    return [r.id for r in rows]
+
+
 def restore_vectors(
     session: Session, user_id: str, vectors: Mapping[uuid.UUID, Mapping[str, SectorVector]], *, boost: float
 ) -> None:
@@ -96,8 +111,8 @@ def restore_vectors(
     + `boost` (a query's doing: recall lift, like a query hit's), seen now. A memory still waiting for its merge
     keeps its vectors in the fresh tier."""
     ids = list(vectors)
-    counted = set(settled_ids(session, ids))  # before the swap: a fingerprinted memory counts as settled
-    swap_vectors(session, [(i, user_id, vectors[i], i in counted) for i in ids])
+    settled = set(settled_ids(session, ids))  # before the swap: a fingerprinted memory counts as settled
+    swap_vectors(session, [(i, user_id, vectors[i], i in settled) for i in ids])
     session.execute(
         text(
             f"UPDATE memories SET tier = 'warm', {RETURNED_SET}, last_seen_at = now() "

@@ -1,4 +1,4 @@
-"""Reads beside a bulk import: estimates by settled rows, the fresh tier's first pass per tenant, full text bounded.
+"""Reads beside a bulk import: estimates by settled rows, the fresh tier's first pass per tenant, bounded matches.
 
 A tenant that has just stored 100,000 memories in bulk has its vectors in the fresh tier and its words uncounted
 until the merge catches up, minutes later. Measured beside a settled 100,000-memory tenant, its queries took 447 ms
@@ -15,10 +15,11 @@ statements were planned for a store at rest:
   tenant: with another tenant's burst in `fresh_codes`, a tenant with nothing fresh read the whole table (6 ms a
   query at 108,000 codes). `mnemoflow_fresh` plans it per call, as `mnemoflow_nearest` the settled search, with the
   query's code typed (`varbit`) and the same filter arguments ($6 to $11 of its statement).
-- `mnemoflow_matching` (0018) is given a bound on the matches it reads while the tenant's word counts lag
-  (shared/storage/bm25.py). Under a `LIMIT` the planner may scan the table in its order and stop after enough
-  matches, which for a tenant whose rows come after another's read 120,000 rows (61 ms against 24 unbounded);
-  bounded, the match is planned as if read whole (the GIN index), and only then cut.
+- `mnemoflow_matching` (0018) reads at most `p_limit` matches when every query word is common (shared/storage/bm25.py).
+  Under a `LIMIT` the planner may scan the table in its order and stop after enough matches, which for a tenant
+  whose rows come after another's read 120,000 rows (61 ms against 24 unbounded); bounded, the match is now planned
+  as if read whole (the GIN index), and only then cut. (Its words uncounted until the merge, the importer's every
+  word looked rare: migration 0020 counts a memory when it is stored.)
 
 Per sector partition, as 0005 made `user_dim`; the statistics are gathered at once, and by autovacuum and the
 merge's `ANALYZE` (every 5,000 merged rows) after. The functions run as the caller (SECURITY INVOKER, the default):

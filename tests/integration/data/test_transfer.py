@@ -119,7 +119,6 @@ def _populate(db, maintenance, engine, tenant) -> dict[str, uuid.UUID]:
                 ),
             ],
             pooled,
-            [squeezed["id"], faded["id"]],
         )
     return ids
 

@@ -109,23 +109,17 @@ def expected(row: dict, rules: formulas.TierRules, now: datetime) -> tuple[str, 
     return tier, f, formulas.decayed_salience(salience, f)
 
 
-# A memory's terms are counted once its primary vector is indexed, or once it is fingerprinted (no vector left).
-SETTLED = (
-    "m.compression = 'fingerprinted' OR EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id "
-    "AND v.sector = m.primary_sector AND v.indexed)"
-)
-
-
 def bm25_consistent(database, tenant: str) -> None:
-    """term_stats / tenant_stats equal a recount over the tenant's settled memories."""
+    """term_stats / tenant_stats equal a recount over the tenant's memories (each counted from when it is stored,
+    fresh or settled, compressed or fingerprinted)."""
     with database.session() as s:
         drift = s.execute(
             text(
-                f"""
-                WITH settled AS (
-                    SELECT m.* FROM memories m WHERE m.user_id = :u AND ({SETTLED})
+                """
+                WITH stored AS (
+                    SELECT m.* FROM memories m WHERE m.user_id = :u
                 ), recount AS (
-                    SELECT t.lexeme, count(*) AS df FROM settled, unnest(settled.search) AS t GROUP BY t.lexeme
+                    SELECT t.lexeme, count(*) AS df FROM stored, unnest(stored.search) AS t GROUP BY t.lexeme
                 )
                 SELECT count(*) FROM recount r FULL JOIN (SELECT * FROM term_stats WHERE user_id = :u AND df <> 0) ts
                   ON ts.lexeme = r.lexeme WHERE r.df IS DISTINCT FROM ts.df
@@ -135,17 +129,17 @@ def bm25_consistent(database, tenant: str) -> None:
         ).scalar_one()
         docs = s.execute(
             text(
-                f"""
+                """
                 SELECT (SELECT documents FROM tenant_stats WHERE user_id = :u) AS counted,
                        (SELECT total_length FROM tenant_stats WHERE user_id = :u) AS counted_length,
-                       count(*) AS settled, sum(length(m.search)) AS length
-                FROM memories m WHERE m.user_id = :u AND ({SETTLED})
+                       count(*) AS stored, sum(length(m.search)) AS length
+                FROM memories m WHERE m.user_id = :u
                 """
             ),
             {"u": tenant},
         ).one()
     assert drift == 0
-    assert (docs.counted, docs.counted_length) == (docs.settled, docs.length)
+    assert (docs.counted, docs.counted_length) == (docs.stored, docs.length)
 
 
 def vectors_of(database, memory_id: uuid.UUID) -> list[tuple[str, int]]:

@@ -2,8 +2,9 @@
 the tenant on each call, a small tenant beside a large one reads its own rows instead of walking the shared HNSW
 index, whatever plan the store's statistics would give the prepared statement; the rows are the exact nearest, and
 row-level security holds inside the function. The same for full text through `mnemoflow_matching` (migration 0018).
-And the fresh tier's first pass on the plan such a statement keeps: the vectors it shortlists read by key, the
-query's code read once."""
+And the fresh tier's first pass on the plan such a statement keeps: the vectors it shortlists read by key. Beside a
+tenant's bulk import (migration 0019): the others' first pass planned for them (`mnemoflow_fresh`), the importer's
+settled search not walking the shared index, its words counted as stored (migration 0020)."""
 
 from __future__ import annotations
 
@@ -357,19 +358,43 @@ def test_a_tenant_whose_vectors_wait_for_their_merge_does_not_walk_the_index(sto
     assert after["user_dim"] > before["user_dim"]  # ... but the tenant's own settled entries (none)
 
 
-def test_full_text_reads_a_bounded_number_of_matches_while_the_words_are_uncounted(store, importer):
-    """The tenant's words are not counted until its memories are merged, so to the statistics every word is rare,
-    and a common one selected every memory that has it (300 ms a query at 100,000). The match is read up to the
-    rescore window then: here 50 of the 1,000 memories with "fact"."""
-    params = LexicalParams(rescore_window=50)
+def test_an_importers_words_are_counted_as_stored_so_a_common_one_selects_nothing(store, importer):
+    """The importer's memories wait for their merge, but their words were counted when they were stored: "fact", in
+    every one of its 1,000 memories, and the ten words, each in about a third, are common and only score, and the
+    full-text match reads the memories with the rarest words. (Counted at the merge, every word looked rare
+    meanwhile, and a query read every memory with them: 300 ms a query for a tenant importing 100,000.)"""
+    asked = texts(1_000, seed=1_000)[321]  # four of the ten words, then "fact 1000-321"
+    params = LexicalParams(common_min_df=0)  # common: in more than 5 % of the tenant's memories (each word is in ~35 %)
     with store["app"].reading(importer) as s:
-        terms = bm25.term_stats(s, importer, "fact harbour", params)
-        assert all(t.df == 0 for t in terms)  # nothing counted yet
-        plan = bm25.lexical_plan(terms, importer, limit=16, where=MemoryFilter(), params=params)
+        terms = {t.lexeme: t for t in bm25.term_stats(s, importer, asked, params)}
+        plan = bm25.lexical_plan(list(terms.values()), importer, limit=16, where=MemoryFilter(), params=params)
         assert plan is not None
         statement, bind = plan
         found = read_rows(s, statement, bind)
         explained = read_rows(s, "EXPLAIN (ANALYZE, TIMING OFF) " + statement, bind)
+    assert terms["fact"].df == terms["fact"].documents == 1_000  # counted before any merge
+    assert "fact" not in bind["selector"]
     (matched,) = [row[0] for row in explained if "Function Scan on mnemoflow_matching" in row[0]]
-    assert len(found) == 16  # still a full list of candidates ...
-    assert int(float(re.search(r"actual rows=([\d.]+)", matched).group(1))) == 50  # ... from 50 matches read
+    assert int(float(re.search(r"actual rows=([\d.]+)", matched).group(1))) < 50  # of the 1,000 with "fact"
+    with store["owner"].session() as s:
+        own = s.execute(
+            text("SELECT id FROM memories WHERE user_id = :u AND content = :c"), {"u": importer, "c": asked}
+        ).scalar_one()
+    assert found[0].id == own
+
+
+def test_the_fresh_codes_function_shows_a_tenant_no_code_of_another(store, importer):
+    """`mnemoflow_fresh` asked as another tenant for the importer's codes returns none (the caller's row-level
+    security holds inside it); asked as the importer, its nearest codes."""
+    engine = store["engine"]
+    code = search.binary_code(np.asarray(engine.embedder.embed(["harbour invoice"])[0]))
+    call = text(
+        "SELECT * FROM mnemoflow_fresh(ARRAY['episodic', 'semantic', 'procedural', 'emotional', 'reflective'], 384, "
+        ":u, :m, CAST(:code AS varbit), 50)"
+    )
+    params = {"u": importer, "m": engine.embedder.model, "code": code}
+    with store["app"].reading(SMALL) as s:
+        theirs = s.execute(call, params).all()
+    with store["app"].reading(importer) as s:
+        own = s.execute(call, params).all()
+    assert theirs == [] and len(own) == 50
