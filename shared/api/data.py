@@ -169,8 +169,8 @@ class ExportedMemory(_Line, TagsAndMetadata):
     chunk_index: int | None = Field(default=None, ge=0, le=2**31 - 1)
     indexed: bool = Field(
         default=True,
-        description="its vectors are in the index and its terms counted; false: it was waiting for the background "
-        "merge (the fresh tier), and is merged (and linked to its best match) after it is imported",
+        description="its vectors are in the index; false: it was waiting for the background merge (the fresh "
+        "tier), and is merged (and linked to its best match) after it is imported",
     )
     vectors: list[Vector] = Field(default_factory=list, max_length=len(SECTORS))
 

@@ -1,4 +1,4 @@
-"""The merge cycle: the fresh tier moved into the HNSW indexes, its memories linked and counted (settled).
+"""The merge cycle: the fresh tier moved into the HNSW indexes and its memories linked (settled).
 
 Bulk writes land their vectors unindexed (COPY speed, searchable at once); this cycle indexes them in
 batches, one merge run at a time store-wide (an advisory lock) on `merge_connections` connections at once (an

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from shared.db import read_rows
 from shared.lifecycle.compression import pool_to
-from shared.memory.sectors import group_sectors, validate_sector
+from shared.memory.sectors import SECTORS, group_sectors, validate_sector
 from shared.storage.rows import LEAN_COLUMNS, MemoryFilter, SectorVector, filter_arguments, occurred_sql
 
 # Fresh vectors a query compares exactly (at least; four times its limit when that is more), the nearest of the
@@ -151,12 +151,17 @@ def dense_plan(
             # code, 4 to 8 s a query at 100,000 fresh vectors; with the tenant's or the dimension's condition the
             # planner, on such statistics, intersected the key with the tenant's whole (user_id, dim) index for every
             # code.
-            fresh = ", ".join(f"'{sector}'" for sector in map(validate_sector, on_rung))
+            # every sector searched: no condition on it (a fifth of the first pass at 108,000 codes)
+            fresh = (
+                "NULL"
+                if set(on_rung) == set(SECTORS)
+                else "ARRAY[" + ", ".join(f"'{sector}'" for sector in map(validate_sector, on_rung)) + "]"
+            )
             params[f"{name}_code"] = binary_code(vector)
             shortlist = max(FRESH_SHORTLIST, 4 * int(limit))
             parts.append(
                 f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
-                     FROM mnemoflow_fresh(ARRAY[{fresh}], {dim}, :user_id, :model{g},
+                     FROM mnemoflow_fresh({fresh}, {dim}, :user_id, :model{g},
                                           CAST(:{name}_code AS varbit), {shortlist}{nearest_filter}) c
                      CROSS JOIN LATERAL (SELECT v.memory_id, v.embedding FROM memory_vectors v
                                          WHERE v.sector = c.sector AND v.memory_id = c.memory_id
