@@ -15,7 +15,10 @@ statements were planned for a store at rest:
   tenant: with another tenant's burst in `fresh_codes`, a tenant with nothing fresh read the whole table (6 ms a
   query at 108,000 codes). `mnemoflow_fresh` plans it per call, as `mnemoflow_nearest` the settled search, with the
   query's code typed (`varbit`) and the same filter arguments ($6 to $11 of its statement). `p_searched` NULL
-  searches every sector: no condition on the sector then (a fifth of the first pass's time at 108,000 codes).
+  searches every sector: no condition on the sector then (a fifth of the first pass's time at 108,000 codes). Planned
+  per call, a large tenant's first pass became a parallel scan: 15.5 against 17.9 ms at 108,000 codes on an idle
+  machine, 21.9 against 18.0 with two other busy processes, what a query meets while a burst is merged; so no
+  parallel workers inside it.
 - `mnemoflow_matching` (0018) reads at most `p_limit` matches when every query word is common (shared/storage/bm25.py).
   Under a `LIMIT` the planner may scan the table in its order and stop after enough matches, which for a tenant
   whose rows come after another's read 120,000 rows (61 ms against 24 unbounded); bounded, the match is now planned
@@ -93,7 +96,7 @@ def upgrade() -> None:
         f"""
         CREATE FUNCTION mnemoflow_fresh({arguments})
         RETURNS TABLE (sector text, memory_id uuid)
-        LANGUAGE plpgsql STABLE ROWS 400 AS $fn$
+        LANGUAGE plpgsql STABLE ROWS 400 SET max_parallel_workers_per_gather = 0 AS $fn$
         BEGIN
             RETURN QUERY EXECUTE format(
                 'SELECT v.sector, v.memory_id FROM fresh_codes v '
