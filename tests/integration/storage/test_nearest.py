@@ -304,8 +304,8 @@ def test_a_filtered_full_text_match_keeps_to_the_filter(store):
 
 @pytest.fixture(scope="module")
 def importer(store) -> str:
-    """A tenant that has just stored 1,000 memories in bulk: every vector in the fresh tier, no word counted, and the
-    statistics (analysed) saying so."""
+    """A tenant that has just stored 1,000 memories in bulk: every vector in the fresh tier (its words counted as they
+    were stored), and the statistics (analysed) saying so."""
     engine = store["engine"]
     items = [MemoryCreate(content=c) for c in texts(1_000, seed=1_000)]
     with store["app"].session(IMPORTER) as s:
