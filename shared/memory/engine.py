@@ -241,8 +241,11 @@ class MemoryEngine:
             owner = memory_store.content_hash_owner(session, user_id, prepared.content_hash)
             if owner is not None and owner != memory_id:
                 raise Conflict(f"another memory ({owner}) already has this content", details={"id": str(owner)})
-        # Tags are part of the searchable text too: take the memory out of the statistics, change it, put it back.
-        bm25.count_terms(session, [memory_id], sign=-1)
+        # The searchable text is the content and the tags: when either changes, take the memory out of the
+        # statistics, change it, put it back (a patch of status, metadata or time leaves the tenant's terms alone).
+        retext = prepared is not None or tags is not None
+        if retext:
+            bm25.count_terms(session, [memory_id], sign=-1)
         if prepared is not None:
             memory_store.replace_content(session, user_id, memory_id, prepared)
         status, occurred_at = patch.get("status"), patch.get("occurred_at")
@@ -250,7 +253,8 @@ class MemoryEngine:
             memory_store.update_memory_fields(
                 session, user_id, memory_id, tags=tags, meta=metadata, status=status, occurred_at=occurred_at
             )
-        bm25.count_terms(session, [memory_id], sign=1)
+        if retext:
+            bm25.count_terms(session, [memory_id], sign=1)
         if prepared is not None:
             self._reembed_followers(session, user_id, memory_id)
         updated = memory_store.get_memory(session, user_id, memory_id)

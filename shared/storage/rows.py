@@ -150,10 +150,10 @@ def row_to_dict(row: Any) -> dict[str, Any]:
 
 def filter_arguments(clause: str, params: dict[str, Any], *, first: int, name: str) -> str:
     """A `MemoryFilter` condition (`clause`, written with the filter's `:f_...` parameters, whose values are in
-    `params`) for a function that runs it in a statement of its own (`mnemoflow_nearest`, `mnemoflow_matching`): the
-    text goes in as the parameter `name` with the values as that statement's `$first` onwards, the function's
-    arguments after the text. Returns those arguments for the call (`, :name, ...`; empty without a condition) and
-    puts the text in `params`."""
+    `params`) for a function that runs it in a statement of its own (`mnemoflow_nearest`, `mnemoflow_fresh`,
+    `mnemoflow_matching`): the text goes in as the parameter `name` with the values as that statement's `$first`
+    onwards, the function's arguments after the text. Returns those arguments for the call (`, :name, ...`; empty
+    without a condition) and puts the text in `params`."""
     if not clause:
         return ""
     params[name] = re.sub(r":(f_\w+)", lambda m: f"${first + FILTER_PARAMS.index(m.group(1))}", clause)

@@ -38,6 +38,10 @@ def test_a_tag_change_keeps_the_bm25_statistics_exact(db, engine, tenant):
     assert term_df(db, tenant, "eel") == 1 and term_df(db, tenant, "zebra") == 0
     assert term_df(db, tenant, "close") == 1 and term_df(db, tenant, "open") == 0
     assert documents(db, tenant) == 1
+    with db.session() as s:  # neither content nor tags: the statistics stand as they were
+        engine.update(s, tenant, memory["id"], {"metadata": {"source": "notes"}, "status": "superseded"})
+    assert term_df(db, tenant, "eel") == 1 and term_df(db, tenant, "close") == 1
+    assert documents(db, tenant) == 1
 
 
 def test_a_rare_word_outranks_a_common_one(db, engine, tenant, settings):
