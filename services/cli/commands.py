@@ -281,7 +281,8 @@ def decay(
 
 
 def stats(runs: Annotated[int, typer.Option(min=0, max=100, help="How many recent decay runs to show")] = 5) -> None:
-    """The store's lifecycle: tiers, compression, average salience, and the recent decay runs (operator).
+    """The store's lifecycle: tiers, compression, average salience, the fresh tier's backlog (vectors a bulk import
+    stored that the merge has not yet indexed), and the recent decay runs (operator).
 
     mnemoflow stats --runs 10
     """
@@ -293,6 +294,11 @@ def stats(runs: Annotated[int, typer.Option(min=0, max=100, help="How many recen
     typer.echo("compression: " + "  ".join(f"{k}={v:,}" for k, v in compression.items()))
     if body["compressed_by_dim"]:
         typer.echo("compressed:  " + "  ".join(f"{dim}d={n:,}" for dim, n in body["compressed_by_dim"].items()))
+    index = body["index"]
+    waiting = "  ".join(f"{sector}={n:,}" for sector, n in index["fresh_by_sector"].items() if n)
+    typer.echo(
+        f"fresh tier:  {index['fresh_vectors']:,} vectors waiting for the index" + (f" ({waiting})" if waiting else "")
+    )
     for run in body["recent_runs"]:
         when = (run["finished_at"] or run["created_at"])[:19]
         detail = run.get("log") or run["reason"] or ""

@@ -2,8 +2,8 @@
 
 The gateway may run as several processes (services/gateway/serve.py): each then writes its values into files of
 its own and /metrics sums every process's (prometheus_client's multiprocess mode, shared/monitoring/metrics.py).
-So every value is a Counter or a Histogram; what is read from the store at scrape time (documents, tiers) comes
-from collectors, whichever process answers. Gauges would need a `multiprocess_mode`: there are none.
+So every value is a Counter or a Histogram; what is read from the store at scrape time (documents, tiers, the fresh
+tier) comes from collectors, whichever process answers. Gauges would need a `multiprocess_mode`: there are none.
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ from collections.abc import Iterator
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
+from sqlalchemy.orm import Session
 
 from shared.db import Database
+from shared.memory.sectors import SECTORS
 from shared.storage import documents as document_store
 from shared.storage import memories as memory_store
+from shared.storage import vectors as vector_store
 from shared.text import opaque_label
 
 log = logging.getLogger("mnemoflow.gateway")
@@ -118,31 +121,63 @@ class DocumentsCollector:
         return []  # no query when registering
 
 
-class TiersCollector:
-    """`mnemoflow_memories{sector,tier}`: memories in the store by primary sector and tier (hot, warm, cold), read
-    from PostgreSQL at most once a minute (a count of the whole store; between reads a scrape gets the last one)."""
+class StoreCounts:
+    """A gauge family counted in PostgreSQL at most every `MAX_AGE_SECONDS` (between readings a scrape gets the last
+    one; a failed reading keeps it too)."""
 
     MAX_AGE_SECONDS = 60.0
+    NAME = ""
+    HELP = ""
+    LABELS: tuple[str, ...] = ()
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._counts: list[tuple[str, str, int]] = []
+        self._counts: list[tuple[list[str], int]] = []
         self._read_at = float("-inf")
+
+    def count(self, session: Session) -> list[tuple[list[str], int]]:
+        """(label values, count) pairs, read with the store-wide role."""
+        raise NotImplementedError
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         if time.monotonic() - self._read_at >= self.MAX_AGE_SECONDS:
             try:
                 with self.db.session() as session:
-                    self._counts = memory_store.tier_counts(session)
+                    self._counts = self.count(session)
                 self._read_at = time.monotonic()
             except Exception as exc:  # a scrape must not fail because the database hiccupped
-                log.warning("could not count memories by tier for /metrics: %s", exc)
-        family = GaugeMetricFamily(
-            "mnemoflow_memories", "Memories in the store by primary sector and tier", labels=["sector", "tier"]
-        )
-        for sector, tier, count in self._counts:
-            family.add_metric([sector, tier], count)
+                log.warning("could not read %s for /metrics: %s", self.NAME, exc)
+        family = GaugeMetricFamily(self.NAME, self.HELP, labels=list(self.LABELS))
+        for labels, count in self._counts:
+            family.add_metric(labels, count)
         yield family
 
     def describe(self) -> list[GaugeMetricFamily]:
-        return []
+        return []  # no query when registering
+
+
+class TiersCollector(StoreCounts):
+    """`mnemoflow_memories{sector,tier}`: memories in the store by primary sector and tier (hot, warm, cold), read
+    at most once a minute (a count of the whole store)."""
+
+    NAME = "mnemoflow_memories"
+    HELP = "Memories in the store by primary sector and tier"
+    LABELS = ("sector", "tier")
+
+    def count(self, session: Session) -> list[tuple[list[str], int]]:
+        return [([sector, tier], n) for sector, tier, n in memory_store.tier_counts(session)]
+
+
+class FreshCollector(StoreCounts):
+    """`mnemoflow_fresh_vectors{sector}`: vectors stored by bulk writes and not yet merged into their sector's HNSW
+    index, read at most every 15 s: the backlog a bulk import leaves, which its tenant's queries read until the
+    merge drains it (0 for every sector once it has)."""
+
+    MAX_AGE_SECONDS = 15.0
+    NAME = "mnemoflow_fresh_vectors"
+    HELP = "Vectors waiting for the merge into their sector's HNSW index (the fresh tier)"
+    LABELS = ("sector",)
+
+    def count(self, session: Session) -> list[tuple[list[str], int]]:
+        waiting = vector_store.fresh_by_sector(session)
+        return [([sector], waiting.get(sector, 0)) for sector in SECTORS]

@@ -91,7 +91,17 @@ class MergeCycle:
         merged = sum(o.merged for o in outcomes)
         links = sum(o.links for o in outcomes)
         if merged:
-            log.info("[merge] indexed %d vectors, %d waypoints in %.1fs", merged, links, time.monotonic() - started)
+            took = time.monotonic() - started
+            with self.db.session() as session:
+                waiting = sum(vector_store.fresh_by_sector(session).values())
+            log.info(
+                "[merge] indexed %d vectors, %d waypoints in %.1fs (%.0f/s); %d still waiting",
+                merged,
+                links,
+                took,
+                merged / took if took else 0.0,
+                waiting,
+            )
         return MergeOutcome(merged, links, unfinished=any(o.unfinished for o in outcomes))
 
     def _lane(self, started: float, *, lead: bool) -> MergeOutcome:

@@ -8,6 +8,8 @@ import uuid
 import pytest
 from sqlalchemy import text
 
+from shared.memory.sectors import SECTORS
+
 pytestmark = pytest.mark.e2e
 
 
@@ -44,6 +46,9 @@ def test_an_operator_cycle_fingerprints_and_a_query_hit_regenerates(http, tenant
     assert stats["compression"]["fingerprinted"] >= 1
     assert stats["recent_runs"][0]["id"] == body["id"]
     assert sum(stats["tiers"].values()) == stats["memories"]
+    index = stats["index"]  # the fresh tier's backlog, every sector named
+    assert list(index["fresh_by_sector"]) == list(SECTORS)
+    assert index["fresh_vectors"] == sum(index["fresh_by_sector"].values())
 
     decayed = http.get(f"/memory/{old['id']}", params={"user_id": tenant}).json()
     assert decayed["compression"] == "fingerprinted" and decayed["tier"] == "cold"
@@ -96,5 +101,6 @@ def test_the_cli_runs_a_cycle_and_shows_the_stats(gateway, worker, monkeypatch):
     shown = runner.invoke(app, ["stats", "--runs", "2"])
     assert shown.exit_code == 0, shown.output
     assert "tiers:       hot=" in shown.output and "operator  succeeded [decay]" in shown.output
+    assert "fresh tier:  " in shown.output and " vectors waiting for the index" in shown.output
     refused = runner.invoke(app, ["decay", "--ratio", "0"])
     assert refused.exit_code != 0 and "above 0" in refused.output

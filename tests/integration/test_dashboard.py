@@ -77,12 +77,14 @@ def test_every_metric_the_dashboard_reads_is_exported(settings) -> None:
     used = {name for panel in panels() for target in panel["targets"] for name in metric_names(target["expr"])}
     assert used, "no PromQL found in the dashboard"
     assert used - exported == set()
-    # the panels the brief asks for read what they say: ingest, query latency, queue depth, tiers, task latency
+    # the panels the brief asks for read what they say: ingest, query latency, queue depth, tiers, the fresh tier's
+    # backlog, task latency
     for needed in (
         "mnemoflow_worker_chunk_items_total",
         "mnemoflow_http_request_seconds_bucket",
         "mnemoflow_queue_depth",
         "mnemoflow_memories",
+        "mnemoflow_fresh_vectors",
         "mnemoflow_worker_task_seconds_bucket",
         "mnemoflow_worker_tasks_total",
     ):

@@ -29,6 +29,7 @@ from shared.storage import decay_runs
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import memories as memory_store
 from shared.storage import tenants as tenant_store
+from shared.storage import vectors as vector_store
 from shared.storage.rows import MemoryFilter
 from shared.storage.sector_models import StoreModel, current_models
 
@@ -164,17 +165,24 @@ def lifecycle_stats(
     principal: PrincipalDep,
     runs: Annotated[int, Query(ge=0, le=100, description="how many recent decay runs to include")] = 10,
 ) -> dict[str, Any]:
-    """Tier distribution, compression states, and the recent decay runs, store-wide."""
+    """Tier distribution, compression states, the fresh tier's backlog, and the recent decay runs, store-wide."""
     principal.require_admin()
     decay, compression, reinforcement = state.settings.decay, state.settings.compression, state.settings.reinforcement
     stats = memory_store.lifecycle_stats(work.session, None)
     recent = decay_runs.recent_runs(work.session, runs)
+    waiting = vector_store.fresh_by_sector(work.session)
     return {
         "tiers": {tier: stats[tier] for tier in ("hot", "warm", "cold")},
         "compression": {state_: stats[state_] for state_ in ("full", "compressed", "fingerprinted")},
         "compressed_by_dim": stats["compressed_by_dim"],
         "memories": stats["memories"],
         "avg_salience": stats["avg_salience"],
+        # Vectors stored by bulk writes that the merge has not yet moved into the HNSW indexes (the fresh tier): their
+        # tenants' queries read them all until it has (GET /sectors: one tenant's).
+        "index": {
+            "fresh_vectors": sum(waiting.values()),
+            "fresh_by_sector": {sector: waiting.get(sector, 0) for sector in SECTORS},
+        },
         "recent_runs": [_run_public(r) for r in recent],
         "settings": {
             "decay_interval_minutes": decay.interval_minutes,

@@ -1,22 +1,27 @@
-"""The gateway's `mnemoflow_memories{sector,tier}` gauge (services/gateway/metrics.py): the store's memories by
-sector and tier, read from a real database with the maintenance role, at most once a minute."""
+"""The gateway's gauges read from the store (services/gateway/metrics.py), from a real database with the maintenance
+role: `mnemoflow_memories{sector,tier}` (the store's memories by sector and tier, at most once a minute) and
+`mnemoflow_fresh_vectors{sector}` (the fresh tier's backlog, at most every 15 s)."""
 
 from __future__ import annotations
 
 import pytest
 from sqlalchemy import text
 
-from services.gateway.metrics import TiersCollector
+from services.gateway.metrics import FreshCollector, StoreCounts, TiersCollector
+from shared.api.memories import MemoryCreate
+from shared.memory.sectors import SECTORS
+from shared.storage import locks
+from shared.storage.locks import Lock
 from shared.storage.memories import tier_counts
 from tests.integration.helpers import add
 
 pytestmark = pytest.mark.integration
 
 
-def sampled(collector: TiersCollector) -> dict[tuple[str, str], float]:
+def sampled(collector: StoreCounts) -> dict[tuple[str, ...], float]:
     (family,) = collector.collect()
-    assert family.name == "mnemoflow_memories"
-    return {(s.labels["sector"], s.labels["tier"]): s.value for s in family.samples}
+    assert family.name == collector.NAME
+    return {tuple(s.labels[name] for name in collector.LABELS): s.value for s in family.samples}
 
 
 def test_tiers_are_counted_store_wide_and_read_at_most_once_a_minute(db, maintenance, engine, tenant):
@@ -35,3 +40,34 @@ def test_tiers_are_counted_store_wide_and_read_at_most_once_a_minute(db, mainten
     collector.MAX_AGE_SECONDS = 0.0
     now = sampled(collector)
     assert now[(memory["primary_sector"], "cold")] == first.get((memory["primary_sector"], "cold"), 0) + 1
+
+
+def fresh_rows(maintenance) -> dict[str, int]:
+    with maintenance.session() as s:
+        rows = s.execute(text("SELECT sector, count(*) FROM memory_vectors WHERE NOT indexed GROUP BY sector")).all()
+    return {sector: n for sector, n in rows}
+
+
+def test_the_fresh_tier_is_counted_by_sector_until_the_merge_drains_it(db, maintenance, engine, tenant):
+    items = [
+        MemoryCreate(content=f"Ringing log {i}: a grey heron fledgling weighed at the mill pond") for i in range(12)
+    ]
+    collector = FreshCollector(maintenance)
+    with maintenance.engine.connect() as lock_conn:
+        assert locks.try_hold(lock_conn, Lock.MERGE)  # no merge run (a worker's) drains the tier meanwhile
+        try:
+            with db.session() as s:  # a bulk write: its vectors wait for the merge
+                engine.store(s, engine.prepare(items, tenant)[0], settle=False)
+            waiting = fresh_rows(maintenance)
+            first = sampled(collector)
+            assert first == {(sector,): waiting.get(sector, 0) for sector in SECTORS}  # every sector, 0 included
+            assert sum(first.values()) >= len(items)
+
+            with maintenance.session() as s:
+                while engine.merge_fresh(s, limit=5000)[0]:
+                    pass
+            assert sampled(collector) == first  # read less than 15 s ago: the last reading
+            collector.MAX_AGE_SECONDS = 0.0
+            assert sampled(collector) == {(sector,): 0 for sector in SECTORS}
+        finally:
+            locks.release(lock_conn, Lock.MERGE)

@@ -8,6 +8,7 @@ The merge is store-wide, so these tests use a store of their own and a fresh one
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 import uuid
@@ -151,18 +152,23 @@ def test_a_run_merges_nothing_while_another_holds_the_lock(merge_store, settings
     assert fresh(merge_store) == waiting
 
 
-def test_a_run_out_of_time_says_so_and_leaves_the_rest_fresh(merge_store, settings) -> None:
+def test_a_run_out_of_time_says_so_and_leaves_the_rest_fresh(merge_store, settings, caplog) -> None:
     engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0.3)
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     bulk_store(merge_store, engine, tenant, 200)
     waiting = fresh(merge_store)
 
-    outcome = cycle(
-        merge_store, settings, engine, merge_connections=2, merge_batch_size=10, merge_time_budget_seconds=0.2
-    ).run()
+    with caplog.at_level(logging.INFO, logger="mnemoflow.worker"):
+        outcome = cycle(
+            merge_store, settings, engine, merge_connections=2, merge_batch_size=10, merge_time_budget_seconds=0.2
+        ).run()
 
     assert outcome.unfinished and 0 < outcome.merged < waiting
     assert fresh(merge_store) == waiting - outcome.merged
+    # the log says how far the drain has come: what this run indexed, and what is still waiting
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[merge] indexed")]
+    assert line.startswith(f"[merge] indexed {outcome.merged} vectors, {outcome.links} waypoints in ")
+    assert line.endswith(f"/s); {waiting - outcome.merged} still waiting")
     # every memory counted once, when it was stored: the merge, finished or not, counts nothing again
     assert counted_terms(merge_store, tenant) == recounted_terms(merge_store, tenant)
     with merge_store.session() as s:
