@@ -48,11 +48,14 @@ class SectorConfig:
     # words in its set, from one tokenisation shared by every sector; the others run as regular expressions.
     word_sets: tuple[frozenset[str], ...] = field(init=False, repr=False)
     expressions: tuple[re.Pattern[str], ...] = field(init=False, repr=False)
+    # each word of the word sets, with how many of them hold it (each counts the word once)
+    word_weights: Mapping[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         words = [(pattern, _plain_words(pattern.pattern)) for pattern in self.patterns]
         object.__setattr__(self, "word_sets", tuple(found for _, found in words if found is not None))
         object.__setattr__(self, "expressions", tuple(pattern for pattern, found in words if found is None))
+        object.__setattr__(self, "word_weights", MappingProxyType(Counter(w for ws in self.word_sets for w in ws)))
 
 
 _WORD_ALTERNATION = re.compile(r"\\b\(([a-z|?]+)\)\\b")
@@ -177,7 +180,12 @@ _WORD = re.compile(r"\w+")
 def _score(lowered: str, words: Counter[str], config: SectorConfig) -> float:
     """`sum(len(p.findall(lowered)) for p in config.patterns) * weight`, the plain-word patterns counted from
     `words` (the text's maximal word-character runs): the same sum, a third of the cost on long chunks."""
-    counted = sum(words[word] for word_set in config.word_sets for word in word_set if word in words)
+    weights = config.word_weights
+    # from whichever side is shorter: a chat turn's few words, or the sector's word list against a long chunk's
+    if len(words) < len(weights):
+        counted = sum(n * weights[word] for word, n in words.items() if word in weights)
+    else:
+        counted = sum(words[word] * k for word, k in weights.items() if word in words)
     return (counted + sum(len(pattern.findall(lowered)) for pattern in config.expressions)) * config.weight
 
 
