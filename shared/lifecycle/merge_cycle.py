@@ -92,17 +92,25 @@ class MergeCycle:
         links = sum(o.links for o in outcomes)
         if merged:
             took = time.monotonic() - started
-            with self.db.session() as session:
-                waiting = sum(vector_store.fresh_by_sector(session).values())
             log.info(
-                "[merge] indexed %d vectors, %d waypoints in %.1fs (%.0f/s); %d still waiting",
+                "[merge] indexed %d vectors, %d waypoints in %.1fs (%.0f/s); %s still waiting",
                 merged,
                 links,
                 took,
                 merged / took if took else 0.0,
-                waiting,
+                self._waiting(),
             )
         return MergeOutcome(merged, links, unfinished=any(o.unfinished for o in outcomes))
+
+    def _waiting(self) -> str:
+        """How many vectors still wait for the merge, for the log ("?" if they cannot be counted: the run's work is
+        committed either way)."""
+        try:
+            with self.db.session() as session:
+                return str(sum(vector_store.fresh_by_sector(session).values()))
+        except Exception as exc:
+            log.debug("cannot count the fresh tier: %s", exc)
+            return "?"
 
     def _lane(self, started: float, *, lead: bool) -> MergeOutcome:
         """One connection's share of a run: batches until the fresh tier is empty, ingestion has priority, or the
