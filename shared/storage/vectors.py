@@ -164,21 +164,19 @@ def analyze_vectors(session: Session, sectors: Iterable[str]) -> None:
         session.execute(text(f"ANALYZE memory_vectors_{sector}"))
 
 
-def fresh_backlog(session: Session, user_id: str) -> int:
-    """The tenant's vectors waiting for the merge into the HNSW index."""
-    return int(
-        session.execute(
-            text("SELECT count(*) FROM memory_vectors WHERE NOT indexed AND user_id = :user_id"), {"user_id": user_id}
-        ).scalar_one()
-    )
-
-
-def fresh_by_sector(session: Session) -> dict[str, int]:
-    """Vectors waiting for the merge into their sector's HNSW index, store-wide, by sector (those with any): the
-    fresh tier's backlog, which every query of their tenants reads until it drains. Counted over their binary codes
-    (`fresh_codes`, one row per fresh vector, kept by triggers): 30-50 ms at 108,000 waiting, where counting the
-    vector partitions' fresh rows read them whole (~200-400 ms with two parallel workers)."""
-    rows = session.execute(text("SELECT sector, count(*) AS n FROM fresh_codes GROUP BY sector"))
+def fresh_by_sector(session: Session, user_id: str | None = None) -> dict[str, int]:
+    """Vectors waiting for the merge into their sector's HNSW index, by sector (those with any), store-wide or of one
+    tenant: the fresh tier's backlog, which every query of their tenants reads until it drains. Counted over their
+    binary codes (`fresh_codes`, one row per fresh vector, kept by triggers): 30-50 ms at 108,000 waiting, where
+    counting the vector partitions' fresh rows read them whole (~200-400 ms with two parallel workers); a tenant's
+    through its (user_id, dim) index (6 ms against 13 at 108,000)."""
+    if user_id is None:
+        rows = session.execute(text("SELECT sector, count(*) AS n FROM fresh_codes GROUP BY sector"))
+    else:
+        rows = session.execute(
+            text("SELECT sector, count(*) AS n FROM fresh_codes WHERE user_id = :user_id GROUP BY sector"),
+            {"user_id": user_id},
+        )
     return {r.sector: int(r.n) for r in rows}
 
 

@@ -94,7 +94,7 @@ def sectors(state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: Us
     tier and compression state."""
     tenant = principal.tenant(user_id)
     stats = {row["sector"]: row for row in memory_store.sector_stats(work.session, tenant)}
-    backlog = vector_store.fresh_backlog(work.session, tenant)
+    backlog = sum(vector_store.fresh_by_sector(work.session, tenant).values())
     lifecycle = memory_store.lifecycle_stats(work.session, tenant)
     try:
         retrieval = retrieval_stats.summary(state.redis, tenant, days=state.settings.retrieval_stats_days)

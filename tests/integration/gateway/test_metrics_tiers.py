@@ -13,6 +13,7 @@ from shared.memory.sectors import SECTORS
 from shared.storage import locks
 from shared.storage.locks import Lock
 from shared.storage.memories import tier_counts
+from shared.storage.vectors import fresh_by_sector
 from tests.integration.helpers import add
 
 pytestmark = pytest.mark.integration
@@ -69,6 +70,8 @@ def test_the_fresh_tier_is_counted_by_sector_until_its_vectors_are_indexed(db, m
             first = sampled(collector)
             assert first == {(sector,): waiting.get(sector, 0) for sector in SECTORS}  # every sector, 0 included
             assert sum(mine.values()) >= len(items)
+            with db.session() as s:  # the tenant's own count (GET /sectors), under its row-level security
+                assert fresh_by_sector(s, tenant) == mine
 
             collector.MAX_AGE_SECONDS = 3600.0
             with maintenance.session() as s:  # indexed, as the merge marks them (the HNSW indexes take them in)
