@@ -25,7 +25,7 @@ from shared.db import Database, is_deadlock
 from shared.jobs import embed_queue
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
-from shared.storage import locks
+from shared.storage import anchors, locks
 from shared.storage import vectors as vector_store
 from shared.storage.locks import Lock
 
@@ -79,6 +79,7 @@ class MergeCycle:
             if not locks.try_hold(lock_conn, Lock.MERGE):
                 return MergeOutcome(skipped=True)
             try:
+                self._anchor()
                 lanes = self.settings.merge_connections
                 if lanes == 1:
                     outcomes = [self._lane(started, lead=True)]
@@ -101,6 +102,32 @@ class MergeCycle:
                 self._waiting(),
             )
         return MergeOutcome(merged, links, unfinished=any(o.unfinished for o in outcomes))
+
+    def _anchor(self) -> None:
+        """Anchors for the fresh codes of any model that has grown crowded, then the codes written before them
+        assigned (shared/storage/anchors.py): from then on a crowded tenant's queries read a fraction of its codes.
+        Before the lanes, whether or not ingestion has priority: a burst is when its tenant's queries need them."""
+        limits = self.settings.database_limits.maintenance
+        with self.db.session(timeouts=limits) as session:
+            for model, dim in anchors.untrained(session):
+                started = time.monotonic()
+                trained = anchors.train(session, model, dim)
+                if trained:
+                    log.info(
+                        "[merge] %d anchors for %s at %d dimensions, from %d fresh vectors in %.1fs",
+                        anchors.ANCHORS,
+                        model,
+                        dim,
+                        trained.vectors,
+                        time.monotonic() - started,
+                    )
+        while True:
+            with self.db.session(timeouts=limits) as session:
+                assigned = anchors.assign_waiting(session)
+            if assigned:
+                log.info("[merge] %d fresh codes assigned to their anchors", assigned)
+            if assigned < anchors.ASSIGN_BATCH:
+                return
 
     def _waiting(self) -> str:
         """How many vectors still wait for the merge, for the log ("?" if they cannot be counted: the run's work is

@@ -151,6 +151,8 @@ def dense_plan(
             # code, 4 to 8 s a query at 100,000 fresh vectors; with the tenant's or the dimension's condition the
             # planner, on such statistics, intersected the key with the tenant's whole (user_id, dim) index for every
             # code.
+            # A tenant with many fresh vectors (a bulk import draining) has only the codes of the anchors nearest the
+            # query read (migration 0021: an inverted file over the codes, shared/storage/anchors.py).
             # every sector searched: no condition on it (a fifth of the first pass at 108,000 codes)
             fresh = (
                 "NULL"
@@ -162,7 +164,8 @@ def dense_plan(
             parts.append(
                 f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
                      FROM mnemoflow_fresh({fresh}, {dim}, :user_id, :model{g},
-                                          CAST(:{name}_code AS varbit), {shortlist}{nearest_filter}) c
+                                          CAST(:{name}_code AS varbit), {shortlist}{nearest_filter},
+                                          p_query => CAST(:{name} AS vector({dim}))) c
                      CROSS JOIN LATERAL (SELECT v.memory_id, v.embedding FROM memory_vectors v
                                          WHERE v.sector = c.sector AND v.memory_id = c.memory_id
                                            AND v.indexed IS NOT TRUE LIMIT 1) v
