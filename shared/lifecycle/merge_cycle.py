@@ -79,7 +79,10 @@ class MergeCycle:
             if not locks.try_hold(lock_conn, Lock.MERGE):
                 return MergeOutcome(skipped=True)
             try:
-                self._anchor()
+                try:
+                    self._anchor()
+                except Exception as exc:  # anchors only speed queries up: never keep the tier from its merge
+                    log.warning("[merge] the fresh tier's anchors could not be made or assigned: %s", exc, exc_info=exc)
                 lanes = self.settings.merge_connections
                 if lanes == 1:
                     outcomes = [self._lane(started, lead=True)]

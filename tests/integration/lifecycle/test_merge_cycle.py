@@ -21,7 +21,7 @@ from shared.db import schema_session
 from shared.embedding import SyntheticEmbedder
 from shared.lifecycle.merge_cycle import MergeCycle
 from shared.memory.engine import MemoryEngine
-from shared.storage import locks
+from shared.storage import anchors, locks
 from shared.storage.locks import Lock
 from shared.storage.sector_models import ensure_store_model
 from shared.tenancy import DbRole
@@ -174,3 +174,22 @@ def test_a_run_out_of_time_says_so_and_leaves_the_rest_fresh(merge_store, settin
     with merge_store.session() as s:
         documents = s.execute(text("SELECT documents FROM tenant_stats WHERE user_id = :u"), {"u": tenant})
         assert documents.scalar_one() == 200
+
+
+def test_a_failure_to_make_anchors_is_logged_and_the_merge_goes_on(merge_store, settings, caplog, monkeypatch) -> None:
+    """Anchors only make a crowded tenant's queries faster (shared/storage/anchors.py): if they cannot be made, the
+    run says so and merges as before."""
+    engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
+    bulk_store(merge_store, engine, f"t-{uuid.uuid4().hex[:8]}", 60)
+    waiting = fresh(merge_store)
+
+    def broken(session):
+        raise RuntimeError("no anchors today")
+
+    monkeypatch.setattr(anchors, "untrained", broken)
+    with caplog.at_level(logging.INFO, logger="mnemoflow.worker"):
+        outcome = cycle(merge_store, settings, engine, merge_connections=1).run()
+
+    assert outcome.merged == waiting and fresh(merge_store) == 0
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "anchors could not be made" in warning.getMessage() and "no anchors today" in warning.getMessage()

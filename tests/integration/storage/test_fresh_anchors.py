@@ -63,10 +63,22 @@ def codes(maintenance, tenant: str | None = None) -> dict[str, int]:
     return dict(row._mapping)
 
 
+class Records(logging.Handler):
+    """The log records of a block, whatever the logger's level outside it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 @pytest.fixture(scope="module")
 def anchored(make_store, settings):
     """A store of its own: a tenant with more than `CROWD` fresh vectors and one with a few, stored before any
-    anchor existed; then one merge run (its time budget spent on anchoring alone: nothing merged)."""
+    anchor existed (the codes as they were then: `before`); then two merge runs (their time budget spent on
+    anchoring alone: nothing merged), and their log records."""
     url, app = make_store("anchors")
     embedder = SyntheticEmbedder(dim=384)
     with schema_session(settings.model_copy(update={"database_url": url}), "mnemoflow.tests.anchors") as s:
@@ -76,27 +88,35 @@ def anchored(make_store, settings):
     bulk(app, engine, CROWDED, texts(anchors.CROWD + 500, seed=1))
     bulk(app, engine, SMALL, texts(150, seed=2))
     before = codes(maintenance)
-    return app, maintenance, engine, before
+
+    cycle = MergeCycle(
+        maintenance, engine, settings.model_copy(update={"merge_time_budget_seconds": 0.001}), embed_backlog=lambda: 0
+    )
+    logger, records = logging.getLogger("mnemoflow.worker"), Records()
+    level = logger.level
+    logger.addHandler(records)
+    logger.setLevel(logging.INFO)
+    try:
+        cycle.run()
+        cycle.run()  # trained already: nothing to do
+    finally:
+        logger.removeHandler(records)
+        logger.setLevel(level)
+    return app, maintenance, engine, before, records.records
 
 
 def test_before_training_no_code_has_an_anchor(anchored):
-    _, _, _, before = anchored
+    before = anchored[3]
     assert before["codes"] > anchors.CROWD
     assert before["unassigned"] == before["codes"]
 
 
-def test_the_merge_trains_anchors_once_and_assigns_every_code_to_its_nearest(anchored, settings, caplog):
-    app, maintenance, engine, _ = anchored
-    cycle = MergeCycle(
-        maintenance, engine, settings.model_copy(update={"merge_time_budget_seconds": 0.001}), embed_backlog=lambda: 0
-    )
-    with caplog.at_level(logging.INFO, logger="mnemoflow.worker"):
-        cycle.run()
-        cycle.run()  # trained already: nothing to do
+def test_the_merge_trains_anchors_once_and_assigns_every_code_to_its_nearest(anchored):
+    app, maintenance, engine, _, records = anchored
     with maintenance.session() as s:
         made = s.execute(text("SELECT model, dim, count(*) AS n FROM fresh_anchors GROUP BY model, dim")).all()
     assert [(r.model, r.dim, r.n) for r in made] == [(engine.embedder.model, 384, anchors.ANCHORS)]
-    assert sum("anchors for" in r.getMessage() for r in caplog.records) == 1
+    assert sum("anchors for" in r.getMessage() for r in records) == 1
     state = codes(maintenance)
     assert state["unassigned"] == 0 and state["misplaced"] == 0 and state["codes"] > anchors.CROWD
 
@@ -140,7 +160,7 @@ def semantic_contents(session, tenant: str) -> list[str]:
 def test_a_crowded_tenant_reads_only_its_nearest_anchors_codes(anchored):
     """Its own text is found first (its code's anchor is among the query's nearest), and most of the exact nearest
     too; moved to an anchor far from the query, a code is no longer read, and without an anchor it is again."""
-    app, maintenance, engine, _ = anchored
+    app, maintenance, engine, _, _ = anchored
     overlaps = []
     with app.session(CROWDED) as s:
         asked = random.Random(5).sample(semantic_contents(s, CROWDED), 15)
@@ -187,20 +207,19 @@ def test_a_crowded_tenant_reads_only_its_nearest_anchors_codes(anchored):
 
 
 def test_a_tenant_with_few_fresh_vectors_has_all_of_them_compared(anchored):
-    """Anchors exist, but below CROWD every code is read: below the shortlist the search is exact."""
-    app, _, engine, _ = anchored
+    """Anchors exist, but below CROWD every code is read: below the shortlist the search is exact. Compared by
+    similarity, since texts of the same words tie."""
+    app, _, engine, _, _ = anchored
     with app.session(SMALL) as s:
         for content in random.Random(6).sample(semantic_contents(s, SMALL), 10):
             query = searched(engine, content)
-            got = [i for i, _ in search.dense_candidates(s, SMALL, query, limit=32, where=MemoryFilter())]
-            exact = [
-                r.memory_id
-                for r in s.execute(
-                    text(
-                        "SELECT memory_id FROM memory_vectors WHERE sector = 'semantic' AND user_id = :u "
-                        "AND NOT indexed ORDER BY embedding::vector(384) <=> CAST(:q AS vector(384)) LIMIT 32"
-                    ),
-                    {"u": SMALL, "q": "[" + ",".join(map(str, query["semantic"].vector.tolist())) + "]"},
-                )
-            ]
-            assert set(got) == set(exact)
+            got = [sim for _, sim in search.dense_candidates(s, SMALL, query, limit=32, where=MemoryFilter())]
+            exact = s.execute(
+                text(
+                    "SELECT 1 - (embedding::vector(384) <=> CAST(:q AS vector(384))) FROM memory_vectors "
+                    "WHERE sector = 'semantic' AND user_id = :u AND NOT indexed "
+                    "ORDER BY embedding::vector(384) <=> CAST(:q AS vector(384)) LIMIT 32"
+                ),
+                {"u": SMALL, "q": "[" + ",".join(map(str, query["semantic"].vector.tolist())) + "]"},
+            ).scalars()
+            assert sorted(got, reverse=True) == pytest.approx(list(exact), abs=1e-6)
