@@ -122,10 +122,12 @@ def _fresh(*, anchored: bool) -> None:
         # A crowded tenant reads the codes of the anchors nearest the query (and those not assigned yet). Whether it
         # is crowded is counted up to CROWD (1-3 ms for a crowded one), in a statement planned for the tenant on each
         # call: on a plan kept for the average tenant (plpgsql keeps one for a static statement), a tenant with
-        # nothing fresh would read another tenant's burst whole.
+        # nothing fresh would read another tenant's burst whole. Only where the model has anchors: a store that
+        # never held CROWD fresh codes pays one probe of their key, not a count planned on every query.
         declare = "DECLARE probed smallint[]; crowd bigint;"
         body = f"""
-            IF p_query IS NOT NULL THEN
+            IF p_query IS NOT NULL
+               AND EXISTS (SELECT 1 FROM fresh_anchors f WHERE f.model = p_model AND f.dim = p_dim) THEN
                 EXECUTE 'SELECT count(*) FROM (SELECT 1 FROM fresh_codes c WHERE c.user_id = $1 AND c.dim = $2 '
                         'LIMIT {CROWD}) crowd' INTO crowd USING p_user, p_dim;
             END IF;

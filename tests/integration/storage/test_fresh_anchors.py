@@ -42,23 +42,20 @@ def bulk(db, engine: MemoryEngine, tenant: str, contents: list[str]) -> None:
             engine.store(s, engine.prepare([MemoryCreate(content=c) for c in part], tenant)[0], settle=False)
 
 
-def codes(maintenance, tenant: str | None = None) -> dict[str, int]:
-    """The fresh codes (of `tenant`, or all): how many, how many without an anchor, how many whose anchor is not
-    the nearest to their vector."""
-    where = "WHERE c.user_id = :u" if tenant else ""
+def codes(maintenance) -> dict[str, int]:
+    """The store's fresh codes: how many, how many without an anchor, how many whose anchor is not the nearest to
+    their vector."""
     with maintenance.session() as s:
         row = s.execute(
             text(
-                f"""
+                """
                 SELECT count(*) AS codes, count(*) FILTER (WHERE c.anchor IS NULL) AS unassigned,
                        count(*) FILTER (WHERE c.anchor IS DISTINCT FROM (
                            SELECT f.anchor FROM fresh_anchors f WHERE f.model = c.model AND f.dim = c.dim
                            ORDER BY f.centroid <=> v.embedding LIMIT 1)) AS misplaced
                 FROM fresh_codes c JOIN memory_vectors v ON v.sector = c.sector AND v.memory_id = c.memory_id
-                {where}
                 """
-            ),
-            {"u": tenant},
+            )
         ).one()
     return dict(row._mapping)
 
@@ -145,6 +142,26 @@ def searched(engine: MemoryEngine, content: str) -> dict[str, SectorVector]:
     return {"semantic": SectorVector(engine.embedder.model, vector)}
 
 
+def literal(query: dict[str, SectorVector]) -> str:
+    """The query's semantic vector as pgvector's text."""
+    return "[" + ",".join(map(str, query["semantic"].vector.tolist())) + "]"
+
+
+def exact_nearest(session, tenant: str, query: dict[str, SectorVector]) -> list[tuple]:
+    """The tenant's 32 fresh semantic vectors nearest the query, compared one by one: (memory id, similarity)."""
+    return [
+        (r.memory_id, r.sim)
+        for r in session.execute(
+            text(
+                "SELECT memory_id, 1 - (embedding::vector(384) <=> CAST(:q AS vector(384))) AS sim "
+                "FROM memory_vectors WHERE sector = 'semantic' AND user_id = :u AND NOT indexed "
+                "ORDER BY embedding::vector(384) <=> CAST(:q AS vector(384)) LIMIT 32"
+            ),
+            {"u": tenant, "q": literal(query)},
+        )
+    ]
+
+
 def semantic_contents(session, tenant: str) -> list[str]:
     return sorted(
         session.execute(
@@ -168,16 +185,7 @@ def test_a_crowded_tenant_reads_only_its_nearest_anchors_codes(anchored):
             query = searched(engine, content)
             got = [i for i, _ in search.dense_candidates(s, CROWDED, query, limit=32, where=MemoryFilter())]
             assert got[0] == own_id(s, CROWDED, content)
-            exact = [
-                i
-                for i, _ in s.execute(
-                    text(
-                        "SELECT memory_id, 0 FROM memory_vectors WHERE sector = 'semantic' AND user_id = :u "
-                        "AND NOT indexed ORDER BY embedding::vector(384) <=> CAST(:q AS vector(384)) LIMIT 32"
-                    ),
-                    {"u": CROWDED, "q": "[" + ",".join(map(str, query["semantic"].vector.tolist())) + "]"},
-                )
-            ]
+            exact = [i for i, _ in exact_nearest(s, CROWDED, query)]
             overlaps.append(len(set(got) & set(exact)) / len(exact))
     assert sum(overlaps) / len(overlaps) >= 0.8, overlaps
 
@@ -188,7 +196,7 @@ def test_a_crowded_tenant_reads_only_its_nearest_anchors_codes(anchored):
     with maintenance.session() as s:
         farthest = s.execute(
             text("SELECT anchor FROM fresh_anchors ORDER BY centroid <=> CAST(:q AS vector) DESC LIMIT 1"),
-            {"q": "[" + ",".join(map(str, query["semantic"].vector.tolist())) + "]"},
+            {"q": literal(query)},
         ).scalar_one()
         s.execute(
             text("UPDATE fresh_codes SET anchor = :a WHERE sector = 'semantic' AND memory_id = :id"),
@@ -214,12 +222,5 @@ def test_a_tenant_with_few_fresh_vectors_has_all_of_them_compared(anchored):
         for content in random.Random(6).sample(semantic_contents(s, SMALL), 10):
             query = searched(engine, content)
             got = [sim for _, sim in search.dense_candidates(s, SMALL, query, limit=32, where=MemoryFilter())]
-            exact = s.execute(
-                text(
-                    "SELECT 1 - (embedding::vector(384) <=> CAST(:q AS vector(384))) FROM memory_vectors "
-                    "WHERE sector = 'semantic' AND user_id = :u AND NOT indexed "
-                    "ORDER BY embedding::vector(384) <=> CAST(:q AS vector(384)) LIMIT 32"
-                ),
-                {"u": SMALL, "q": "[" + ",".join(map(str, query["semantic"].vector.tolist())) + "]"},
-            ).scalars()
-            assert sorted(got, reverse=True) == pytest.approx(list(exact), abs=1e-6)
+            exact = [sim for _, sim in exact_nearest(s, SMALL, query)]
+            assert sorted(got, reverse=True) == pytest.approx(exact, abs=1e-6)
