@@ -107,23 +107,46 @@ class MergeCycle:
         return MergeOutcome(merged, links, unfinished=any(o.unfinished for o in outcomes))
 
     def _anchor(self) -> None:
-        """Anchors for the fresh codes of any model that has grown crowded, then the codes written before them
-        assigned (shared/storage/anchors.py): from then on a crowded tenant's queries read a fraction of its codes.
-        Before the lanes, whether or not ingestion has priority: a burst is when its tenant's queries need them."""
+        """Anchors for the fresh codes of any model that has grown crowded, or new ones where the crowded fresh tier
+        has drifted from those it had; then the codes not filed under them assigned (shared/storage/anchors.py):
+        from then on a crowded tenant's queries read a fraction of its codes. Before the lanes, whether or not
+        ingestion has priority: a burst is when its tenant's queries need them."""
         limits = self.settings.database_limits.maintenance
         with self.db.session(timeouts=limits) as session:
-            for model, dim in anchors.untrained(session):
-                started = time.monotonic()
+            due: list[tuple[str, int, anchors.Drift | None]] = [
+                (model, dim, None) for model, dim in anchors.untrained(session)
+            ]
+            due += [(d.model, d.dim, d) for d in anchors.drifted(session)]
+        for model, dim, drift in due:
+            started = time.monotonic()
+            with self.db.session(timeouts=limits) as session:
                 trained = anchors.train(session, model, dim)
-                if trained:
-                    log.info(
-                        "[merge] %d anchors for %s at %d dimensions, from %d fresh vectors in %.1fs",
-                        anchors.ANCHORS,
-                        model,
-                        dim,
-                        trained.vectors,
-                        time.monotonic() - started,
-                    )
+            if not trained:
+                continue
+            took = time.monotonic() - started
+            if drift is None:
+                log.info(
+                    "[merge] %d anchors for %s at %d dimensions, from %d fresh vectors in %.1fs",
+                    anchors.ANCHORS,
+                    model,
+                    dim,
+                    trained.vectors,
+                    took,
+                )
+            else:
+                log.info(
+                    "[merge] %d anchors for %s at %d dimensions trained again, from %d fresh vectors in %.1fs: "
+                    "the %d fresh codes had drifted from the last ones' training sample (total variation %.2f, "
+                    "past %.2f); their codes are read whole until filed again",
+                    anchors.ANCHORS,
+                    model,
+                    dim,
+                    trained.vectors,
+                    took,
+                    drift.codes,
+                    drift.drift,
+                    anchors.DRIFT,
+                )
         while True:
             with self.db.session(timeouts=limits) as session:
                 assigned = anchors.assign_waiting(session)

@@ -1,4 +1,4 @@
-"""Anchors of the fresh tier's codes (migration 0021): trained once per model and dimension, then every code assigned.
+"""Anchors of the fresh tier's codes (migrations 0021, 0022): trained per model and dimension, every code assigned.
 
 The first pass over a tenant's fresh vectors ranks their binary codes by Hamming distance; with tens of thousands
 waiting (a bulk import draining into the index) it read them all on every query. Each code is assigned to the
@@ -7,8 +7,14 @@ codes of the anchors nearest the query (`mnemoflow_fresh`). This module makes th
 sample of the fresh vectors (centroids by cosine distance, as the vectors are compared), once a model's fresh codes
 of one dimension first number `CROWD`, and assigns the codes written before they existed.
 
-Anchors are kept once made: every assignment refers to them. They are means of many vectors, no text and no
-tenant's, like an index's own pages: a store's, not a tenant's.
+They are made again when the fresh tier, crowded again, has drifted from the sample they were trained on (another
+tenant's import, another domain: its codes would crowd into a few lists, each query reading them): `drifted`
+compares how the fresh codes spread over the anchors with how the training sample did, and past `DRIFT` the merge
+cycle trains a new generation. Each generation's anchors are numbered apart from the last one's (migration 0022), so
+a code filed under a replaced anchor (a writer that saw the old ones) is known to be stale: queries read it like an
+unfiled one, and `assign_waiting` files it again.
+
+Anchors are means of many vectors, no text and no tenant's, like an index's own pages: a store's, not a tenant's.
 
 Centroids of the vectors, not majority codes of the codes: on LoCoMo's and SciFact's texts (the local model) the
 first pass over the codes of the anchors nearest a query by Hamming distance found 80-83 % of its exact ten nearest
@@ -18,7 +24,8 @@ at a seventh of the codes read; over those of the nearest centroids by cosine, 9
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from pgvector import Vector
@@ -32,12 +39,22 @@ CROWD = 10_000  # fresh codes of one model and dimension from which anchors are 
 SAMPLE = 16_384  # fresh vectors the training reads
 ROUNDS = 10  # k-means rounds
 ASSIGN_BATCH = 20_000  # codes assigned per statement
+DRIFT = 0.5  # the share of the fresh codes that must sit in other lists than the training sample's for a retraining
+NUMBERS = 32_768 - 32_768 % ANCHORS  # anchor numbers (smallint's non-negative range), ANCHORS to a generation
 
 
 class Trained(NamedTuple):
     model: str
     dim: int
     vectors: int  # sampled vectors trained on
+    first: int  # the generation's first anchor number
+
+
+class Drift(NamedTuple):
+    model: str
+    dim: int
+    codes: int  # fresh codes of the model and dimension, filed under its anchors
+    drift: float  # total variation between their spread over the anchors and the training sample's
 
 
 def spherical_kmeans(sample: np.ndarray, k: int, *, rounds: int = ROUNDS, seed: int = 0) -> np.ndarray:
@@ -82,14 +99,29 @@ def untrained(session: Session) -> list[tuple[str, int]]:
     return [(r.model, int(r.dim)) for r in rows]
 
 
+def shares(sample: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """The fraction of the rows of `sample` nearest each of `centroids` by cosine (the rows need not be unit)."""
+    nearest = (sample @ centroids.T).argmax(axis=1)
+    return np.bincount(nearest, minlength=len(centroids)) / max(len(sample), 1)
+
+
+def total_variation(trained: Sequence[float | None], filed: Sequence[int]) -> float:
+    """Half the sum of the differences between two spreads over the same anchors: `trained`, the training sample's
+    share of each (None where unknown: anchors of migration 0021, taken as even), and `filed`, the codes filed under
+    each now. 0 when the fresh codes spread as the sample did; 1 when they all sit in lists the sample left empty."""
+    total = sum(filed)
+    if not total or not trained:
+        return 0.0
+    even = 1.0 / len(trained)
+    return 0.5 * sum(
+        abs(n / total - (even if share is None else share)) for share, n in zip(trained, filed, strict=True)
+    )
+
+
 def train(session: Session, model: str, dim: int) -> Trained | None:
-    """Make the anchors of (`model`, `dim`) from a sample of its fresh vectors, unless they exist; the caller holds
-    the merge's lock (`Lock.MERGE`), so one run trains at a time."""
-    made = session.execute(
-        text("SELECT 1 FROM fresh_anchors WHERE model = :m AND dim = :d LIMIT 1"), {"m": model, "d": dim}
-    ).first()
-    if made:
-        return None
+    """Make the anchors of (`model`, `dim`) from a sample of its fresh vectors, as a new generation replacing any
+    before it (numbered after them, so codes filed under the old ones are known to be stale); the caller holds the
+    merge's lock (`Lock.MERGE`), so one run trains at a time. None if the sample is too small."""
     rows = read_rows(
         session,
         """
@@ -104,27 +136,83 @@ def train(session: Session, model: str, dim: int) -> Trained | None:
     if len(sample) < ANCHORS:
         return None
     centroids = spherical_kmeans(sample, ANCHORS)
+    before = session.execute(
+        text("SELECT min(anchor) FROM fresh_anchors WHERE model = :m AND dim = :d"), {"m": model, "d": dim}
+    ).scalar()
+    first = 0 if before is None else (int(before) + ANCHORS) % NUMBERS
+    session.execute(text("DELETE FROM fresh_anchors WHERE model = :m AND dim = :d"), {"m": model, "d": dim})
     session.execute(
         text(
-            "INSERT INTO fresh_anchors (model, dim, anchor, centroid) "
-            "SELECT :m, :d, a.n - 1, a.centroid FROM unnest(CAST(:centroids AS vector[])) WITH ORDINALITY "
-            "AS a(centroid, n)"
+            "INSERT INTO fresh_anchors (model, dim, anchor, centroid, share) "
+            "SELECT :m, :d, :first + a.n - 1, a.centroid, a.share "
+            "FROM unnest(CAST(:centroids AS vector[]), CAST(:shares AS real[])) "
+            "WITH ORDINALITY AS a(centroid, share, n)"
         ),
-        {"m": model, "d": dim, "centroids": [Vector(c) for c in centroids]},
+        {
+            "m": model,
+            "d": dim,
+            "first": first,
+            "centroids": [Vector(c) for c in centroids],
+            "shares": [float(x) for x in shares(sample, centroids)],
+        },
     )
-    return Trained(model, dim, len(sample))
+    return Trained(model, dim, len(sample), first)
+
+
+def drifted(session: Session, *, threshold: float = DRIFT) -> list[Drift]:
+    """The (model, dim) pairs whose anchors the fresh tier has drifted from (`total_variation` above `threshold`),
+    among those crowded again (at least CROWD fresh codes) with every code filed under the current generation (none
+    stale: a new generation waits for the last one's codes to be filed, so numbers never meet again across the
+    cycle). One pass over each crowded pair's codes, grouped by anchor."""
+    rows = session.execute(
+        text(
+            """
+            WITH pairs AS (
+                SELECT model, dim FROM fresh_anchors GROUP BY model, dim
+            ), crowded AS (
+                SELECT p.model, p.dim FROM pairs p
+                WHERE (SELECT count(*) FROM (SELECT 1 FROM fresh_codes x WHERE x.model = p.model AND x.dim = p.dim
+                                             LIMIT :crowd) n) >= :crowd
+            ), filed AS (
+                SELECT c.model, c.dim, c.anchor, count(*) AS n
+                FROM fresh_codes c JOIN crowded USING (model, dim) GROUP BY c.model, c.dim, c.anchor
+            )
+            SELECT k.model, k.dim, f.anchor, f.share, coalesce(n.n, 0) AS n, false AS stale
+            FROM crowded k JOIN fresh_anchors f USING (model, dim)
+            LEFT JOIN filed n ON n.model = k.model AND n.dim = k.dim AND n.anchor = f.anchor
+            UNION ALL
+            SELECT n.model, n.dim, n.anchor, NULL, n.n, true FROM filed n
+            WHERE n.anchor IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM fresh_anchors f WHERE f.model = n.model AND f.dim = n.dim AND f.anchor = n.anchor)
+            ORDER BY 1, 2, 3
+            """
+        ),
+        {"crowd": CROWD},
+    ).all()
+    pairs: dict[tuple[str, int], list[Any]] = {}
+    for r in rows:
+        pairs.setdefault((r.model, int(r.dim)), []).append(r)
+    found = []
+    for (model, dim), anchors_of in pairs.items():
+        if any(r.stale for r in anchors_of):
+            continue
+        drift = total_variation([r.share for r in anchors_of], [int(r.n) for r in anchors_of])
+        if drift > threshold:
+            found.append(Drift(model, dim, sum(int(r.n) for r in anchors_of), drift))
+    return found
 
 
 def assign_waiting(session: Session, *, limit: int = ASSIGN_BATCH) -> int:
-    """Assign up to `limit` codes without an anchor whose model and dimension have anchors (written before they
-    were made, or by a statement that began before); returns how many."""
+    """Assign up to `limit` codes not filed under one of their model and dimension's anchors (written before they
+    were made, or by a statement that began before, or filed under a generation since replaced); returns how many."""
     result = session.execute(
         text(
             """
             WITH waiting AS (
                 SELECT c.sector, c.memory_id FROM fresh_codes c
-                WHERE c.anchor IS NULL
-                  AND EXISTS (SELECT 1 FROM fresh_anchors f WHERE f.model = c.model AND f.dim = c.dim)
+                WHERE EXISTS (SELECT 1 FROM fresh_anchors f WHERE f.model = c.model AND f.dim = c.dim)
+                  AND NOT EXISTS (SELECT 1 FROM fresh_anchors f
+                                  WHERE f.model = c.model AND f.dim = c.dim AND f.anchor = c.anchor)
                 LIMIT :limit FOR UPDATE SKIP LOCKED
             )
             UPDATE fresh_codes c

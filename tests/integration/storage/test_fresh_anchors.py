@@ -1,12 +1,15 @@
-"""Anchors of the fresh tier (migration 0021) on real PostgreSQL: trained by the merge cycle once a model's fresh codes
-are crowded, every code assigned to its nearest anchor (those written before by the merge, those after by the
+"""Anchors of the fresh tier (migrations 0021, 0022) on real PostgreSQL: trained by the merge cycle once a model's fresh
+codes are crowded, every code assigned to its nearest anchor (those written before by the merge, those after by the
 triggers), and a crowded tenant's queries reading only the codes of the anchors nearest the query, while a tenant
-with fewer fresh vectors still has all of them compared.
+with fewer fresh vectors still has all of them compared; trained again, as a new generation, once the fresh tier has
+drifted from them, a code filed under a replaced anchor still read and then filed again.
 
-Anchors are store-wide, so these tests share a store of their own (`anchored`), crowded once."""
+Anchors are store-wide, so these tests use stores of their own: `anchored`, crowded once, and `regenerated`,
+crowded by one tenant, emptied, then crowded by another's texts of other words."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 
@@ -27,12 +30,20 @@ from shared.tenancy import DbRole
 pytestmark = pytest.mark.integration
 
 TOPICS = ["harbour", "invoice", "violin", "glacier", "compiler", "orchard", "passport", "tide", "lantern", "quartz"]
+OTHER_TOPICS = ["saffron", "turbine", "meadow", "ledger", "falcon", "copper", "sonnet", "canyon", "pixel", "walnut"]
 CROWDED, SMALL = "crowded", "small"
+FIRST, SECOND = "first", "second"
 
 
 def texts(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     return [f"{rng.choice(TOPICS)} {rng.choice(TOPICS)} {rng.choice(TOPICS)} remark {seed}-{i}" for i in range(n)]
+
+
+def other_texts(n: int, seed: int) -> list[str]:
+    """`n` distinct texts of five of OTHER_TOPICS' words: none of `texts`' words (synthetic vectors far from theirs:
+    filed under anchors trained on `texts`, a drift of ~0.8)."""
+    return [" ".join(words) for words in random.Random(seed).sample(list(itertools.product(OTHER_TOPICS, repeat=5)), n)]
 
 
 def bulk(db, engine: MemoryEngine, tenant: str, contents: list[str]) -> None:
@@ -74,18 +85,18 @@ class Records(logging.Handler):
 @pytest.fixture(scope="module")
 def anchored(make_store, settings):
     """A store of its own: a tenant with more than `CROWD` fresh vectors and one with a few, stored before any
-    anchor existed (the codes as they were then: `before`); then two merge runs (their time budget spent on
-    anchoring alone: nothing merged), and their log records."""
-    url, app = make_store("anchors")
-    embedder = SyntheticEmbedder(dim=384)
-    with schema_session(settings.model_copy(update={"database_url": url}), "mnemoflow.tests.anchors") as s:
-        ensure_store_model(s, embedder, min_dim=settings.min_vector_dim, max_dim=settings.max_vector_dim)
-    _, maintenance = make_store("anchors", role=DbRole.MAINTENANCE)
-    engine = MemoryEngine(settings.model_copy(update={"database_url": url}), embedder)
+    anchor existed (the codes as they were then: `before`); then two merge runs, and their log records."""
+    app, maintenance, engine = new_store(make_store, settings, "anchors")
     bulk(app, engine, CROWDED, texts(anchors.CROWD + 500, seed=1))
     bulk(app, engine, SMALL, texts(150, seed=2))
     before = codes(maintenance)
 
+    records = merge_runs(maintenance, engine, settings, runs=2)  # the second: trained already, nothing to do
+    return app, maintenance, engine, before, records
+
+
+def merge_runs(maintenance, engine: MemoryEngine, settings, *, runs: int) -> list[logging.LogRecord]:
+    """`runs` merge runs, their time budget spent on anchoring alone (nothing merged); their log records."""
     cycle = MergeCycle(
         maintenance, engine, settings.model_copy(update={"merge_time_budget_seconds": 0.001}), embed_backlog=lambda: 0
     )
@@ -94,12 +105,22 @@ def anchored(make_store, settings):
     logger.addHandler(records)
     logger.setLevel(logging.INFO)
     try:
-        cycle.run()
-        cycle.run()  # trained already: nothing to do
+        for _ in range(runs):
+            cycle.run()
     finally:
         logger.removeHandler(records)
         logger.setLevel(level)
-    return app, maintenance, engine, before, records.records
+    return records.records
+
+
+def new_store(make_store, settings, name: str):
+    """A store of its own, the synthetic model's: its app and maintenance roles' databases, and an engine."""
+    url, app = make_store(name)
+    embedder = SyntheticEmbedder(dim=384)
+    with schema_session(settings.model_copy(update={"database_url": url}), f"mnemoflow.tests.{name}") as s:
+        ensure_store_model(s, embedder, min_dim=settings.min_vector_dim, max_dim=settings.max_vector_dim)
+    _, maintenance = make_store(name, role=DbRole.MAINTENANCE)
+    return app, maintenance, MemoryEngine(settings.model_copy(update={"database_url": url}), embedder)
 
 
 def test_before_training_no_code_has_an_anchor(anchored):
@@ -224,3 +245,70 @@ def test_a_tenant_with_few_fresh_vectors_has_all_of_them_compared(anchored):
             got = [sim for _, sim in search.dense_candidates(s, SMALL, query, limit=32, where=MemoryFilter())]
             exact = [sim for _, sim in exact_nearest(s, SMALL, query)]
             assert sorted(got, reverse=True) == pytest.approx(exact, abs=1e-6)
+
+
+def numbers(maintenance) -> tuple[int, int, int]:
+    """The anchors' lowest and highest numbers, and how many."""
+    with maintenance.session() as s:
+        row = s.execute(text("SELECT min(anchor), max(anchor), count(*) FROM fresh_anchors")).one()
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+@pytest.fixture(scope="module")
+def regenerated(make_store, settings):
+    """A store of its own: anchors trained on one tenant's burst, which is then erased; another tenant's burst of
+    texts of other words filed under them by the triggers (the drift measured then: `drift`); then two merge runs
+    and their log records."""
+    app, maintenance, engine = new_store(make_store, settings, "anchor_generations")
+    bulk(app, engine, FIRST, texts(anchors.CROWD + 200, seed=11))
+    first_run = merge_runs(maintenance, engine, settings, runs=1)
+    first_numbers = numbers(maintenance)
+    with app.session(FIRST) as s:
+        s.execute(text("DELETE FROM memories WHERE user_id = :u"), {"u": FIRST})
+    bulk(app, engine, SECOND, other_texts(anchors.CROWD + 200, seed=12))
+    with maintenance.session() as s:
+        drift = anchors.drifted(s)
+    records = merge_runs(maintenance, engine, settings, runs=2)
+    return app, maintenance, engine, first_run, first_numbers, drift, records
+
+
+def test_a_drifted_fresh_tier_gets_a_new_generation_of_anchors(regenerated):
+    """Trained on the first burst (numbers 0 to 127), the anchors file the second burst's codes unlike the first's
+    sample: past DRIFT, one merge run trains them again, numbered 128 to 255, and files every code under its
+    nearest; then the tier has not drifted from them, and the next run leaves them."""
+    _, maintenance, engine, first_run, first_numbers, drift, records = regenerated
+    assert sum("anchors for" in r.getMessage() for r in first_run) == 1
+    assert first_numbers == (0, anchors.ANCHORS - 1, anchors.ANCHORS)
+    assert [(d.model, d.dim) for d in drift] == [(engine.embedder.model, 384)]
+    assert drift[0].drift > anchors.DRIFT and drift[0].codes == anchors.CROWD + 200
+
+    again = [r.getMessage() for r in records if "trained again" in r.getMessage()]
+    assert len(again) == 1 and f"total variation {drift[0].drift:.2f}" in again[0]
+    assert numbers(maintenance) == (anchors.ANCHORS, 2 * anchors.ANCHORS - 1, anchors.ANCHORS)
+    state = codes(maintenance)
+    assert state == {"codes": anchors.CROWD + 200, "unassigned": 0, "misplaced": 0}
+    with maintenance.session() as s:
+        assert s.execute(text("SELECT sum(share) FROM fresh_anchors")).scalar_one() == pytest.approx(1.0, abs=1e-3)
+        assert anchors.drifted(s) == []
+
+
+def test_a_code_filed_under_a_replaced_anchor_is_read_and_filed_again(regenerated):
+    """A writer that saw the old generation files its code under an old number: queries read it like an unfiled one
+    (it is found first), no new generation is trained while it waits, and the merge files it again."""
+    app, maintenance, engine, *_ = regenerated
+    with app.session(SECOND) as s:
+        content = random.Random(13).choice(semantic_contents(s, SECOND))
+        memory = own_id(s, SECOND, content)
+    query = searched(engine, content)
+    with maintenance.session() as s:
+        s.execute(
+            text("UPDATE fresh_codes SET anchor = 5 WHERE sector = 'semantic' AND memory_id = :id"), {"id": memory}
+        )
+        assert anchors.drifted(s, threshold=-1.0) == []  # any drift would do; a stale code holds it back
+    with app.session(SECOND) as s:
+        got = [i for i, _ in search.dense_candidates(s, SECOND, query, limit=32, where=MemoryFilter())]
+    assert got[0] == memory
+    with maintenance.session() as s:
+        assert anchors.assign_waiting(s) == 1
+        assert len(anchors.drifted(s, threshold=-1.0)) == 1
+    assert codes(maintenance)["misplaced"] == 0

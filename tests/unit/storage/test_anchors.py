@@ -1,10 +1,12 @@
-"""The fresh tier's anchors: spherical k-means finds planted directions, and an anchor left empty keeps its place."""
+"""The fresh tier's anchors: spherical k-means finds planted directions, and an anchor left empty keeps its place; the
+share of a sample each anchor takes, and how far the fresh codes' spread over the anchors has drifted from it."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from shared.storage.anchors import spherical_kmeans
+from shared.storage.anchors import shares, spherical_kmeans, total_variation
 
 
 def planted(centres: np.ndarray, per: int, noise: float, seed: int) -> np.ndarray:
@@ -34,3 +36,24 @@ def test_a_centroid_without_rows_keeps_its_place():
     centroids = spherical_kmeans(sample, 4, seed=5)
     assert np.isfinite(centroids).all()
     assert np.allclose(np.linalg.norm(centroids, axis=1), 1.0, atol=1e-5)
+
+
+def test_shares_count_each_row_under_its_nearest_centroid_by_cosine():
+    centroids = np.eye(3, 4, dtype=np.float32)
+    # scaled rows: the direction decides; three nearest the first axis, one the third, none the second
+    sample = np.array([[5, 1, 0, 0], [0.2, 0, 0.1, 0], [9, 0, 8, 0], [0, 1, 3, 0]], dtype=np.float32)
+    assert shares(sample, centroids).tolist() == [0.75, 0.0, 0.25]
+
+
+def test_total_variation_of_the_same_spread_is_zero_and_of_disjoint_spreads_one():
+    trained = [0.5, 0.25, 0.25, 0.0]
+    assert total_variation(trained, [200, 100, 100, 0]) == pytest.approx(0.0)
+    assert total_variation(trained, [0, 0, 0, 70]) == pytest.approx(1.0)
+    # a quarter of the codes in the last list instead of the first
+    assert total_variation(trained, [100, 100, 100, 100]) == pytest.approx(0.25)
+
+
+def test_anchors_without_a_recorded_share_are_taken_as_even_and_no_codes_is_no_drift():
+    assert total_variation([None] * 4, [10, 10, 10, 10]) == pytest.approx(0.0)
+    assert total_variation([None] * 4, [40, 0, 0, 0]) == pytest.approx(0.75)
+    assert total_variation([0.5, 0.5], [0, 0]) == 0.0
