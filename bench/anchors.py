@@ -119,12 +119,12 @@ def first_pass(
     return read, found
 
 
-def trained_on(vectors: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def trained_on(vectors: np.ndarray, seed: int, anchors: int = ANCHORS) -> tuple[np.ndarray, np.ndarray]:
     """Anchors trained as the merge cycle trains them (a sample of at most SAMPLE vectors), and their sample's
     shares."""
     rng = np.random.default_rng(seed)
     sample = vectors[rng.permutation(len(vectors))[:SAMPLE]]
-    centroids = spherical_kmeans(sample, ANCHORS, seed=seed)
+    centroids = spherical_kmeans(sample, anchors, seed=seed)
     return centroids, shares(sample, centroids)
 
 
@@ -142,6 +142,7 @@ def main() -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--provider", choices=["local", "synthetic"], default="local", help="embedding model [local]")
+    parser.add_argument("--anchors", type=int, default=ANCHORS, help=f"anchors trained [{ANCHORS}]")
     parser.add_argument("--probes", type=int, default=24, help="anchors a query reads the codes of [24]")
     parser.add_argument(
         "--shortlist", type=int, default=FRESH_SHORTLIST, help=f"codes compared exactly [{FRESH_SHORTLIST}]"
@@ -151,9 +152,9 @@ def main() -> None:
     args = parser.parse_args()
 
     pools = embed_pools(args.provider, args.data, args.cache)
-    trained = {p.name: trained_on(p.vectors, seed=1) for p in pools}
+    trained = {p.name: trained_on(p.vectors, seed=1, anchors=args.anchors) for p in pools}
     print(
-        f"\nthe first pass through {args.probes} of {ANCHORS} anchors ({args.provider}; top {TOP}, "
+        f"\nthe first pass through {args.probes} of {args.anchors} anchors ({args.provider}; top {TOP}, "
         f"{args.shortlist} compared exactly; retrained past a drift of {DRIFT})"
     )
     print(

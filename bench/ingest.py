@@ -13,7 +13,8 @@ Besides the rates it prints:
   `done_at` and its `embed_ms`/`store_ms`/`work_ms`) and the client's clock (same machine), and the CPU seconds
   of the gateway, the worker and PostgreSQL over the ingest;
 - query p95 while the fresh tier drains into the index (queries back to back, at most --queries) against as
-  many queries once it settled, on the same store.
+  many queries once it settled, on the same store, and the server's mean time per stage of the read path in
+  both (the gateway's `mnemoflow_query_stage_seconds`): where the drain's queries pay.
 
     python -m bench.ingest --sizes 10000 100000                 # synthetic embeddings
     python -m bench.ingest --provider local --sizes 5000         # the default MiniLM model
@@ -210,6 +211,50 @@ def _queries(client: httpx.Client, texts: list[str], count: int, k: int, until: 
     return samples
 
 
+def _stage_totals(client: httpx.Client) -> dict[str, tuple[float, float]]:
+    """The gateway's `mnemoflow_query_stage_seconds` so far: (seconds, queries) per stage of the read path."""
+    totals: dict[str, list[float]] = {}
+    for line in client.get("/metrics").text.splitlines():
+        for suffix, at in (("_sum", 0), ("_count", 1)):
+            prefix = f'mnemoflow_query_stage_seconds{suffix}{{stage="'
+            if line.startswith(prefix):
+                stage = line[len(prefix) :].split('"', 1)[0]
+                totals.setdefault(stage, [0.0, 0.0])[at] = float(line.split()[-1])
+    return {stage: (seconds, count) for stage, (seconds, count) in totals.items()}
+
+
+def _stage_means(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """Mean milliseconds per query of each stage between two `_stage_totals`, over the queries that ran it."""
+    means = {}
+    for stage, (seconds, count) in after.items():
+        seconds_before, count_before = before.get(stage, (0.0, 0.0))
+        if count > count_before:
+            means[stage] = (seconds - seconds_before) / (count - count_before) * 1000
+    return means
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def stage_table(stages: tuple[dict[str, float], dict[str, float]], drain_ms: float, idle_ms: float) -> str:
+    """The server's mean time per stage of the drain's queries and the idle ones (/metrics), and what the client saw
+    beyond the read path (`outside`: HTTP, the request's validation, serialising the answer)."""
+    drain, idle = stages
+    if not drain or not idle:
+        return "  (no stage times: the gateway exports no mnemoflow_query_stage_seconds)"
+    order = [stage for stage in drain if stage != "total"] + ["total"]
+    lines = ["  where a query's time goes, mean ms (the gateway's mnemoflow_query_stage_seconds; stages may overlap):"]
+    lines.append(f"  {'stage':<14}{'drain':>8}{'idle':>8}{'extra':>8}")
+    for stage in order:
+        d, i = drain.get(stage, 0.0), idle.get(stage, 0.0)
+        lines.append(f"  {stage:<14}{d:8.1f}{i:8.1f}{d - i:+8.1f}")
+    d, i = drain_ms - drain.get("total", 0.0), idle_ms - idle.get("total", 0.0)
+    lines.append(f"  {'outside':<14}{d:8.1f}{i:8.1f}{d - i:+8.1f}")
+    lines.append(f"  {'client':<14}{drain_ms:8.1f}{idle_ms:8.1f}{drain_ms - idle_ms:+8.1f}")
+    return "\n".join(lines)
+
+
 @dataclass
 class Run:
     jobs: list[Job]
@@ -219,6 +264,7 @@ class Run:
     cpu: dict[str, float]  # CPU seconds per process group from the first POST to queryable
     draining_ms: list[float]  # query latencies while the fresh tier drained into the index
     idle_ms: list[float]  # the same number after it settled
+    stages: tuple[dict[str, float], dict[str, float]]  # the server's mean ms per stage of those queries: drain, idle
     chunks: list[tuple[str, float, float, dict[str, int]]]  # (job id, enqueued, done, result) per chunk, epochs
     merged_early: tuple[int, int]  # (vectors already merged into the index, all vectors) when every job was queryable
 
@@ -297,6 +343,7 @@ def ours(
         drained = threading.Event()
         draining_ms: list[float] = []
         idle_ms: list[float] = []
+        stages: tuple[dict[str, float], dict[str, float]] = ({}, {})
         with psycopg.connect(plain_dsn(database_url), autocommit=True) as conn:
             settled_s = queryable_s
             if settle:
@@ -310,12 +357,16 @@ def ours(
                 watcher = threading.Thread(target=watch, daemon=True)
                 watcher.start()
                 if queries:
+                    totals = _stage_totals(client)
                     draining_ms = _queries(client, texts, queries, k, drained)
+                    stages = (_stage_means(totals, _stage_totals(client)), {})
                 watcher.join()
                 settled_s = time.time() - started
                 if draining_ms:
                     _queries(client, texts, 20, k, None)  # warm as the draining ones were
+                    totals = _stage_totals(client)
                     idle_ms = _queries(client, texts, len(draining_ms), k, None)
+                    stages = (stages[0], _stage_means(totals, _stage_totals(client)))
             chunks = [
                 (str(job_id), float(enqueued), float(done), result)
                 for job_id, enqueued, done, result in conn.execute(
@@ -323,7 +374,9 @@ def ours(
                     "FROM job_chunks WHERE status = 'done'"
                 ).fetchall()
             ]
-    return Run(jobs, started, queryable_s, settled_s, cpu, draining_ms, idle_ms, chunks, (merged_early, vectors))
+    return Run(
+        jobs, started, queryable_s, settled_s, cpu, draining_ms, idle_ms, stages, chunks, (merged_early, vectors)
+    )
 
 
 def batch_until_queryable(
@@ -513,6 +566,7 @@ def main() -> None:
                         f"(p50 {_pct(drain, 50):.1f}); idle after it settled: {_pct(idle, 95):.1f} ms over {len(idle)} "
                         f"(p50 {_pct(idle, 50):.1f}); ratio {ratio:.2f}x (target <= 2x){note}"
                     )
+                    print(stage_table(run.stages, _mean(drain), _mean(idle)))
                 else:
                     print("\n  query p95 while the fresh tier drains: none (it had drained before the first query)")
 

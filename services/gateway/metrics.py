@@ -37,6 +37,15 @@ QUERIES = Counter("mnemoflow_queries_total", "Queries answered", ["outcome"])
 QUERY_MATCHES = Histogram(
     "mnemoflow_query_matches", "Matches returned per query", buckets=(0, 1, 2, 4, 8, 16, 32, 64, 128, 200)
 )
+# Where a query's server time goes, each stage of the read path (shared/retrieval: embed, dense, lexical, fetch,
+# score, payload, ...; `total` the whole read path, less than the stages' sum where some ran side by side): what
+# `explain: true` shows one query, for every query. Its `_sum` over its `_count` is a stage's mean over a window.
+QUERY_STAGES = Histogram(
+    "mnemoflow_query_stage_seconds",
+    "Server time of each stage of a query's read path (total: the whole read path)",
+    ["stage"],
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1),
+)
 JOBS_ENQUEUED = Counter("mnemoflow_jobs_enqueued_total", "Jobs accepted", ["kind"])
 AFTERMATH_RECORDS = Counter(
     "mnemoflow_query_aftermath_records_total",

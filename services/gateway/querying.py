@@ -33,6 +33,8 @@ def run_query(state: GatewayState, user_id: str, body: QueryRequest) -> QueryOut
     found = len(outcome.matches)
     metrics.QUERIES.labels(outcome="hit" if found else "empty").inc()
     metrics.QUERY_MATCHES.observe(found)
+    for stage, ms in outcome.timings_ms.items():
+        metrics.QUERY_STAGES.labels(stage).observe(ms / 1000)
     result = retrieval_stats.outcome(found, outcome.candidates)
     salt = settings.metrics_tenant_salt.get_secret_value()
     metrics.TENANT_QUERIES.labels(

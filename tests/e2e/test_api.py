@@ -485,6 +485,19 @@ def test_metrics_count_requests_by_route_template_and_status(http, tenant):
     assert [a - b for a, b in zip(after, before, strict=True)] == [1, 2, 2]
 
 
+def test_metrics_time_each_stage_of_every_query(http, tenant):
+    """Every query's stages, asked with `explain` or not, land in `mnemoflow_query_stage_seconds`."""
+    http.post("/memory/add", json={"content": "The ferry to the island leaves at nine", "user_id": tenant})
+    stages = ("embed", "dense", "fetch", "score", "total")
+    before = [_sample(http, "mnemoflow_query_stage_seconds_count", stage=stage) for stage in stages]
+    total_before = _sample(http, "mnemoflow_query_stage_seconds_sum", stage="total")
+    for _ in range(3):
+        assert http.post("/memory/query", json={"query": "when does the ferry leave", "user_id": tenant}).is_success
+    after = [_sample(http, "mnemoflow_query_stage_seconds_count", stage=stage) for stage in stages]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [3] * len(stages)
+    assert _sample(http, "mnemoflow_query_stage_seconds_sum", stage="total") > total_before
+
+
 def _hot_row_hits(http) -> float:
     for line in http.get("/metrics").text.splitlines():
         if line.startswith('mnemoflow_hot_row_cache_lookups_total{outcome="hit"}'):
