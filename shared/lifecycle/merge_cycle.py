@@ -147,13 +147,24 @@ class MergeCycle:
                     drift.drift,
                     anchors.DRIFT,
                 )
+        filed = 0
         while True:
             with self.db.session(timeouts=limits) as session:
                 assigned = anchors.assign_waiting(session)
             if assigned:
                 log.info("[merge] %d fresh codes assigned to their anchors", assigned)
+            filed += assigned
             if assigned < anchors.ASSIGN_BATCH:
-                return
+                break
+        if filed >= anchors.TIDY_AFTER:
+            started = time.monotonic()
+            with self.db.engine.connect() as connection:
+                anchors.tidy(connection)
+            log.info(
+                "[merge] fresh codes vacuumed and analysed after %d were filed, in %.1fs",
+                filed,
+                time.monotonic() - started,
+            )
 
     def _waiting(self) -> str:
         """How many vectors still wait for the merge, for the log ("?" if they cannot be counted: the run's work is

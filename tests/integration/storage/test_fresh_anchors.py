@@ -152,6 +152,23 @@ def test_the_merge_trains_anchors_once_and_assigns_every_code_to_its_nearest(anc
     assert state["unassigned"] == 0 and state["misplaced"] == 0
 
 
+def test_after_filing_a_crowd_of_codes_the_merge_vacuums_and_analyses_them(anchored):
+    """The filing's old versions cleared and the statistics refreshed at once (the planner sees codes filed, not the
+    "nothing filed" of before the training; no dead entry left for the first pass to read), by the merge itself:
+    `last_vacuum` and `last_analyze` are set by a VACUUM and an ANALYZE run by hand, not by autovacuum."""
+    _, maintenance, _, before, records = anchored
+    tidied = [r.getMessage() for r in records if "vacuumed and analysed" in r.getMessage()]
+    assert len(tidied) == 1 and f"after {before['codes']} were filed" in tidied[0]
+    with maintenance.session() as s:
+        done = s.execute(
+            text(
+                "SELECT last_vacuum IS NOT NULL AND last_analyze IS NOT NULL FROM pg_stat_user_tables "
+                "WHERE relname = 'fresh_codes'"
+            )
+        ).scalar_one()
+    assert done
+
+
 def own_id(session, tenant: str, content: str):
     return session.execute(
         text("SELECT id FROM memories WHERE user_id = :u AND content = :c"), {"u": tenant, "c": content}
