@@ -286,14 +286,19 @@ def regenerated(make_store, settings):
     with maintenance.session() as s:
         drift = anchors.drifted(s)
     records = merge_runs(maintenance, engine, settings, runs=2)
-    return app, maintenance, engine, first_run, first_numbers, drift, records
+    # the store as those runs left it (a later test trains yet another generation)
+    with maintenance.session() as s:
+        shares = s.execute(text("SELECT sum(share) FROM fresh_anchors")).scalar_one()
+        drift_after = anchors.drifted(s)
+    after = {"numbers": numbers(maintenance), "codes": codes(maintenance), "shares": shares, "drift": drift_after}
+    return app, maintenance, engine, first_run, first_numbers, drift, records, after
 
 
 def test_a_drifted_fresh_tier_gets_a_new_generation_of_anchors(regenerated):
     """Trained on the first burst (numbers 0 to 127), the anchors file the second burst's codes unlike the first's
     sample: past DRIFT, one merge run trains them again, numbered 128 to 255, and files every code under its
     nearest; then the tier has not drifted from them, and the next run leaves them."""
-    _, maintenance, engine, first_run, first_numbers, drift, records = regenerated
+    _, _, engine, first_run, first_numbers, drift, records, after = regenerated
     assert sum("anchors for" in r.getMessage() for r in first_run) == 1
     assert first_numbers == (0, anchors.ANCHORS - 1, anchors.ANCHORS)
     assert [(d.model, d.dim) for d in drift] == [(engine.embedder.model, 384)]
@@ -301,12 +306,10 @@ def test_a_drifted_fresh_tier_gets_a_new_generation_of_anchors(regenerated):
 
     again = [r.getMessage() for r in records if "trained again" in r.getMessage()]
     assert len(again) == 1 and f"total variation {drift[0].drift:.2f}" in again[0]
-    assert numbers(maintenance) == (anchors.ANCHORS, 2 * anchors.ANCHORS - 1, anchors.ANCHORS)
-    state = codes(maintenance)
-    assert state == {"codes": anchors.CROWD + 200, "unassigned": 0, "misplaced": 0}
-    with maintenance.session() as s:
-        assert s.execute(text("SELECT sum(share) FROM fresh_anchors")).scalar_one() == pytest.approx(1.0, abs=1e-3)
-        assert anchors.drifted(s) == []
+    assert after["numbers"] == (anchors.ANCHORS, 2 * anchors.ANCHORS - 1, anchors.ANCHORS)
+    assert after["codes"] == {"codes": anchors.CROWD + 200, "unassigned": 0, "misplaced": 0}
+    assert after["shares"] == pytest.approx(1.0, abs=1e-3)
+    assert after["drift"] == []
 
 
 def test_a_code_filed_under_a_replaced_anchor_is_read_and_filed_again(regenerated):
@@ -328,4 +331,38 @@ def test_a_code_filed_under_a_replaced_anchor_is_read_and_filed_again(regenerate
     with maintenance.session() as s:
         assert anchors.assign_waiting(s) == 1
         assert len(anchors.drifted(s, threshold=-1.0)) == 1
+    assert codes(maintenance)["misplaced"] == 0
+
+
+def test_a_write_that_saw_the_replaced_anchors_is_read_and_filed_again(regenerated):
+    """The race itself: a tenant's write files its codes (the triggers, in its statement) while a retraining
+    replaces the anchors, and commits after it. Its codes carry the replaced generation's numbers: every query
+    still reads them (one is found first), and the merge files them again under the new generation."""
+    app, maintenance, engine, *_ = regenerated
+    contents = [f"{w} harbour quartz lantern late write {i}" for i, w in enumerate(OTHER_TOPICS[:5])]
+    with app.session(SECOND) as writer:
+        engine.store(writer, engine.prepare([MemoryCreate(content=c) for c in contents], SECOND)[0], settle=False)
+        with maintenance.session() as s:  # a merge run retrains meanwhile, and commits first
+            trained = anchors.train(s, engine.embedder.model, 384)
+        assert trained is not None
+    lo, hi = trained.first, trained.first + anchors.ANCHORS - 1
+    assert numbers(maintenance) == (lo, hi, anchors.ANCHORS)
+    with app.session(SECOND) as s:
+        late = [own_id(s, SECOND, c) for c in contents]
+    with maintenance.session() as s:
+        filed = (
+            s.execute(text("SELECT anchor FROM fresh_codes WHERE memory_id = ANY(CAST(:ids AS uuid[]))"), {"ids": late})
+            .scalars()
+            .all()
+        )
+    assert len(filed) == len(contents) and all(a is not None and not lo <= a <= hi for a in filed)
+
+    query = searched(engine, contents[0])
+    with app.session(SECOND) as s:
+        got = [i for i, _ in search.dense_candidates(s, SECOND, query, limit=32, where=MemoryFilter())]
+    assert got[0] == late[0]
+    # the retraining itself left every other code unfiled: the merge files them all, the late ones included
+    with maintenance.session() as s:
+        while anchors.assign_waiting(s):
+            pass
     assert codes(maintenance)["misplaced"] == 0
