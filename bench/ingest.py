@@ -27,6 +27,7 @@ import json
 import multiprocessing
 import os
 import random
+import statistics
 import threading
 import time
 import uuid
@@ -39,6 +40,7 @@ import psutil
 import psycopg
 from pgvector import Vector
 from pgvector.psycopg import register_vector
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common import bench_settings, corpus, fresh_database, plain_dsn, servers, stack
 from shared.api.memories import MemoryCreate
@@ -214,12 +216,13 @@ def _queries(client: httpx.Client, texts: list[str], count: int, k: int, until: 
 def _stage_totals(client: httpx.Client) -> dict[str, tuple[float, float]]:
     """The gateway's `mnemoflow_query_stage_seconds` so far: (seconds, queries) per stage of the read path."""
     totals: dict[str, list[float]] = {}
-    for line in client.get("/metrics").text.splitlines():
-        for suffix, at in (("_sum", 0), ("_count", 1)):
-            prefix = f'mnemoflow_query_stage_seconds{suffix}{{stage="'
-            if line.startswith(prefix):
-                stage = line[len(prefix) :].split('"', 1)[0]
-                totals.setdefault(stage, [0.0, 0.0])[at] = float(line.split()[-1])
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        if family.name != "mnemoflow_query_stage_seconds":
+            continue
+        for sample in family.samples:
+            at = {"mnemoflow_query_stage_seconds_sum": 0, "mnemoflow_query_stage_seconds_count": 1}.get(sample.name)
+            if at is not None:
+                totals.setdefault(sample.labels["stage"], [0.0, 0.0])[at] = sample.value
     return {stage: (seconds, count) for stage, (seconds, count) in totals.items()}
 
 
@@ -231,10 +234,6 @@ def _stage_means(before: dict[str, tuple[float, float]], after: dict[str, tuple[
         if count > count_before:
             means[stage] = (seconds - seconds_before) / (count - count_before) * 1000
     return means
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
 
 
 def stage_table(stages: tuple[dict[str, float], dict[str, float]], drain_ms: float, idle_ms: float) -> str:
@@ -566,7 +565,7 @@ def main() -> None:
                         f"(p50 {_pct(drain, 50):.1f}); idle after it settled: {_pct(idle, 95):.1f} ms over {len(idle)} "
                         f"(p50 {_pct(idle, 50):.1f}); ratio {ratio:.2f}x (target <= 2x){note}"
                     )
-                    print(stage_table(run.stages, _mean(drain), _mean(idle)))
+                    print(stage_table(run.stages, statistics.fmean(drain), statistics.fmean(idle)))
                 else:
                     print("\n  query p95 while the fresh tier drains: none (it had drained before the first query)")
 
