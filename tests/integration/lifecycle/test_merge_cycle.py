@@ -193,3 +193,29 @@ def test_a_failure_to_make_anchors_is_logged_and_the_merge_goes_on(merge_store, 
     assert outcome.merged == waiting and fresh(merge_store) == 0
     (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "anchors could not be made" in warning.getMessage() and "no anchors today" in warning.getMessage()
+
+
+def test_the_merge_yields_to_waiting_embed_work_until_the_fresh_tier_reaches_its_cap(merge_store, settings) -> None:
+    """While the embed queues hold work the run leaves the fresh tier to the burst (`MNEMOFLOW_MERGE_YIELD_MAX_FRESH`),
+    unless as many vectors wait as the cap; with no work waiting, or a cap of 0, it merges."""
+    engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
+    bulk_store(merge_store, engine, f"t-{uuid.uuid4().hex[:8]}", 40)
+    waiting = fresh(merge_store)
+
+    def run(backlog: int, cap: int):
+        update = {"merge_yield_max_fresh": cap, "merge_connections": 1, "merge_batch_size": 10}
+        return MergeCycle(merge_store, engine, settings.model_copy(update=update), embed_backlog=lambda: backlog).run()
+
+    below = run(backlog=3, cap=waiting + 1)
+    assert (below.merged, below.unfinished, fresh(merge_store)) == (0, False, waiting)
+
+    reached = run(backlog=3, cap=waiting - 5)  # yields again once fewer than the cap wait
+    assert 0 < reached.merged < waiting and fresh(merge_store) < waiting - 5
+
+    quiet = run(backlog=0, cap=waiting + 1)  # nothing waits to be embedded
+    assert quiet.merged == waiting - reached.merged and fresh(merge_store) == 0
+
+    bulk_store(merge_store, engine, f"t-{uuid.uuid4().hex[:8]}", 20)
+    again = fresh(merge_store)
+    never = run(backlog=3, cap=0)
+    assert never.merged == again > 0 and fresh(merge_store) == 0
