@@ -27,10 +27,10 @@ class JobSettings(BaseModel):
     merge_connections: int = Field(default=1, ge=1, le=8)
     # The merge into HNSW yields to ingestion (embed queues not empty) while fewer than this many vectors wait in
     # the fresh tier; past it, it runs beside ingestion. Not a bound on the fresh tier: a burst can store vectors
-    # faster than the merge indexes them (bench.ingest). 0: never yield. A crowded tenant's query ranks about a
-    # fifth of its fresh codes (the anchors): ~44,000 at 200,000, where at 50,000, when that was set, it compared
-    # every fresh vector exactly; the merge beside a 100k burst cost it a quarter of its rate (lifecycle.md).
-    merge_yield_max_fresh: int = Field(default=200_000, ge=0)
+    # faster than the merge indexes them (bench.ingest). 0: never yield. Waiting longer made a 100k burst a
+    # quarter faster but the burst's own queries slower: the merge's ANALYZE keeps their plans right
+    # (docs/experiments.md, "The merge's yield, measured again").
+    merge_yield_max_fresh: int = Field(default=50_000, ge=0)
 
     # Attempts count when a worker claims the work (shared/storage/leases.py), never per message.
     job_max_attempts: int = Field(default=5, ge=1)
