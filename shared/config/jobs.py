@@ -28,8 +28,8 @@ class JobSettings(BaseModel):
     # The merge into HNSW yields to ingestion (embed queues not empty) while fewer than this many vectors wait in
     # the fresh tier; past it, it runs beside ingestion. Not a bound on the fresh tier: a burst can store vectors
     # faster than the merge indexes them (bench.ingest). 0: never yield. Waiting longer made a 100k burst a
-    # quarter faster but the burst's own queries slower: the merge's ANALYZE keeps their plans right
-    # (docs/experiments.md, "The merge's yield, measured again").
+    # quarter faster but the burst's own queries slower, likely for the want of the merge's ANALYZE meanwhile
+    # (not verified: docs/experiments.md, "The merge's yield, measured again").
     merge_yield_max_fresh: int = Field(default=50_000, ge=0)
 
     # Attempts count when a worker claims the work (shared/storage/leases.py), never per message.
