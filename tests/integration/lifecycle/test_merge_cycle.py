@@ -98,8 +98,9 @@ def recounted_terms(database, tenant: str) -> dict[str, int]:
         return {r.lexeme: int(r.df) for r in rows}
 
 
-def cycle(database, settings, engine, **update) -> MergeCycle:
-    return MergeCycle(database, engine, settings.model_copy(update=update), embed_backlog=lambda: 0)
+def cycle(database, settings, engine, *, backlog: int = 0, **update) -> MergeCycle:
+    """A merge run's cycle with `update` applied to the settings, while `backlog` messages wait to be embedded."""
+    return MergeCycle(database, engine, settings.model_copy(update=update), embed_backlog=lambda: backlog)
 
 
 def test_lanes_merge_every_vector_once_and_leave_every_memory_counted_once(merge_store, settings) -> None:
@@ -203,8 +204,15 @@ def test_the_merge_yields_to_waiting_embed_work_until_the_fresh_tier_reaches_its
     waiting = fresh(merge_store)
 
     def run(backlog: int, cap: int):
-        update = {"merge_yield_max_fresh": cap, "merge_connections": 1, "merge_batch_size": 10}
-        return MergeCycle(merge_store, engine, settings.model_copy(update=update), embed_backlog=lambda: backlog).run()
+        return cycle(
+            merge_store,
+            settings,
+            engine,
+            backlog=backlog,
+            merge_yield_max_fresh=cap,
+            merge_connections=1,
+            merge_batch_size=10,
+        ).run()
 
     below = run(backlog=3, cap=waiting + 1)
     assert (below.merged, below.unfinished, fresh(merge_store)) == (0, False, waiting)
