@@ -9,6 +9,7 @@ Baselines, measured in the same run on the same machine:
 Besides the rates it prints:
 - queryable after success: as soon as the poller (one GET at a time, in the order sent) sees a job succeeded,
   one of its texts is queried with a plain client's body (`query`, `user_id`, `k`) until it is in the results;
+  those queries' own round trips, and the server's mean time per stage of them (the only queries of the burst);
 - where the time goes, per job and in total, from the job record (the gateway's transaction start, each chunk's
   `done_at` and its `embed_ms`/`store_ms`/`work_ms`) and the client's clock (same machine), and the CPU seconds
   of the gateway, the worker and PostgreSQL over the ingest;
@@ -31,7 +32,7 @@ import statistics
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -152,6 +153,7 @@ class Job:
     seen: float = 0.0  # the poller saw it succeeded
     found: float = 0.0  # the probe was in a query's results
     tries: int = 0
+    query_ms: list[float] = field(default_factory=list)  # each probe query's round trip
 
 
 def _poll(
@@ -185,7 +187,9 @@ def _follow(gateway: str, jobs: list[Job], posting: threading.Event, interval: f
             while time.time() < deadline:
                 job.tries += 1
                 body = {"query": job.probe, "user_id": USER, "k": k}
+                asked = time.perf_counter()
                 found = client.post("/memory/query", json=body).json()["matches"]
+                job.query_ms.append((time.perf_counter() - asked) * 1000)
                 if any(m["content"] == job.probe for m in found):
                     job.found = time.time()
                     break
@@ -264,6 +268,7 @@ class Run:
     draining_ms: list[float]  # query latencies while the fresh tier drained into the index
     idle_ms: list[float]  # the same number after it settled
     stages: tuple[dict[str, float], dict[str, float]]  # the server's mean ms per stage of those queries: drain, idle
+    burst_stages: dict[str, float]  # the same of the probe queries during the burst (the only queries then)
     chunks: list[tuple[str, float, float, dict[str, int]]]  # (job id, enqueued, done, result) per chunk, epochs
     merged_early: tuple[int, int]  # (vectors already merged into the index, all vectors) when every job was queryable
 
@@ -316,6 +321,7 @@ def ours(
     poller = threading.Thread(target=_poll, args=(gateway, jobs, posting, 0.1, k, errors), daemon=True)
     cpu_before = _cpu_by_group(database_url)
     with httpx.Client(base_url=gateway, timeout=300) as client:
+        burst_totals = _stage_totals(client)
         started = time.time()
         poller.start()
         try:
@@ -333,6 +339,7 @@ def ours(
         if errors:
             raise errors[0]
         queryable_s = max(j.found or j.seen for j in jobs) - started
+        burst_stages = _stage_means(burst_totals, _stage_totals(client))
         cpu_after = _cpu_by_group(database_url)
         cpu = {name: cpu_after.get(name, 0.0) - cpu_before.get(name, 0.0) for name in cpu_after}
         with psycopg.connect(plain_dsn(database_url)) as conn:
@@ -374,7 +381,17 @@ def ours(
                 ).fetchall()
             ]
     return Run(
-        jobs, started, queryable_s, settled_s, cpu, draining_ms, idle_ms, stages, chunks, (merged_early, vectors)
+        jobs,
+        started,
+        queryable_s,
+        settled_s,
+        cpu,
+        draining_ms,
+        idle_ms,
+        stages,
+        burst_stages,
+        chunks,
+        (merged_early, vectors),
     )
 
 
@@ -550,6 +567,14 @@ def main() -> None:
                 f"{max(after):.3f} s (target <= 1 s); queries per job: max {max(j.tries for j in run.jobs)}"
                 + (f"; NOT FOUND in 30 s: {missing}" if missing else "")
             )
+            asked = [ms for j in run.jobs for ms in j.query_ms]
+            if asked:
+                burst = run.burst_stages
+                print(
+                    f"  those queries ({len(asked)}): p50 {_pct(asked, 50):.1f} ms, p95 {_pct(asked, 95):.1f}, max "
+                    f"{max(asked):.1f}; the server's mean ms per stage: "
+                    + ", ".join(f"{stage} {ms:.1f}" for stage, ms in burst.items())
+                )
             report_split(run, args.concurrency)
             if args.queries and not args.no_settle:
                 drain, idle = run.draining_ms, run.idle_ms

@@ -6,6 +6,7 @@ HNSW insert is one backend's CPU: a server with cores to spare drains a burst on
 and yields to ingestion:
 HNSW inserts cost the same CPU the embedding model needs, so while the embed queues hold work and the fresh tier
 is still small, the merge waits (the last chunk of a burst asks for the next merge; beat runs it every minute).
+Each run also analyses the read path's tables whose rows changed a lot (shared/storage/planner_stats.py).
 It runs beside the decay cycle on the maintenance queue.
 """
 
@@ -25,7 +26,7 @@ from shared.db import Database, is_deadlock
 from shared.jobs import embed_queue
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
-from shared.storage import anchors, locks
+from shared.storage import anchors, locks, planner_stats
 from shared.storage import vectors as vector_store
 from shared.storage.locks import Lock
 
@@ -83,6 +84,10 @@ class MergeCycle:
                     self._anchor()
                 except Exception as exc:  # anchors only speed queries up: never keep the tier from its merge
                     log.warning("[merge] the fresh tier's anchors could not be made or assigned: %s", exc, exc_info=exc)
+                try:
+                    self._analyse()
+                except Exception as exc:  # statistics only steer plans: never keep the tier from its merge
+                    log.warning("[merge] the read path's statistics could not be refreshed: %s", exc, exc_info=exc)
                 lanes = self.settings.merge_connections
                 if lanes == 1:
                     outcomes = [self._lane(started, lead=True)]
@@ -164,6 +169,20 @@ class MergeCycle:
                 "[merge] fresh codes vacuumed and analysed after %d were filed, in %.1fs",
                 filed,
                 time.monotonic() - started,
+            )
+
+    def _analyse(self) -> None:
+        """`ANALYZE` of the read path's tables whose rows changed a lot since their last one (shared/storage/
+        planner_stats.py): during a burst autovacuum comes by too late, and the burst's queries were planned on the
+        statistics of empty tables. Before the lanes, whether or not ingestion has priority."""
+        started = time.monotonic()
+        with self.db.session(timeouts=self.settings.database_limits.maintenance) as session:
+            analysed = planner_stats.refresh(session)
+        if analysed:
+            log.info(
+                "[merge] statistics refreshed in %.1fs: %s",
+                time.monotonic() - started,
+                ", ".join(f"{table} ({changed} rows changed)" for table, changed in analysed),
             )
 
     def _waiting(self) -> str:

@@ -21,7 +21,7 @@ from shared.db import schema_session
 from shared.embedding import SyntheticEmbedder
 from shared.lifecycle.merge_cycle import MergeCycle
 from shared.memory.engine import MemoryEngine
-from shared.storage import anchors, locks
+from shared.storage import anchors, locks, planner_stats
 from shared.storage.locks import Lock
 from shared.storage.sector_models import ensure_store_model
 from shared.tenancy import DbRole
@@ -227,3 +227,49 @@ def test_the_merge_yields_to_waiting_embed_work_until_the_fresh_tier_reaches_its
     again = fresh(merge_store)
     never = run(backlog=3, cap=0)
     assert never.merged == again > 0 and fresh(merge_store) == 0
+
+
+def manual_analyses(database) -> dict[str, int]:
+    """`ANALYZE`s run by hand (not autovacuum's) so far, per table of the read path."""
+    with database.session() as s:
+        rows = s.execute(
+            text("SELECT relname, analyze_count FROM pg_stat_user_tables WHERE relname = ANY(:t)"),
+            {"t": list(planner_stats.READ_PATH_TABLES)},
+        ).all()
+    return {r.relname: int(r.analyze_count) for r in rows}
+
+
+def stale_tables(database) -> dict[str, int]:
+    with database.session() as s:
+        return dict(planner_stats.stale(s))
+
+
+def test_every_run_analyses_the_read_paths_tables_whose_rows_changed_a_lot_even_while_it_yields(
+    merge_store, settings
+) -> None:
+    """A burst's queries are planned from its tables' statistics, which autovacuum refreshes too late: each run,
+    merging or yielding to the burst, analyses the tables whose rows changed by half since their last `ANALYZE`
+    (`memories` through migration 0023's grant), and only those."""
+    engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
+    bulk_store(merge_store, engine, f"t-{uuid.uuid4().hex[:8]}", planner_stats.STALE_MIN + 500)
+    deadline = time.monotonic() + 15  # a backend reports its row counts to the statistics within about a second
+    while not {"memories", "fresh_codes"} <= stale_tables(merge_store).keys() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert {"memories", "fresh_codes"} <= stale_tables(merge_store).keys()
+    with merge_store.session() as s:
+        s.execute(text("ANALYZE fresh_codes"))  # analysed since it changed: not due any more
+    due = stale_tables(merge_store)
+    assert "memories" in due and "fresh_codes" not in due
+    assert due["memories"] >= planner_stats.STALE_MIN + 500
+    before = manual_analyses(merge_store)
+
+    yielded = cycle(merge_store, settings, engine, backlog=3, merge_yield_max_fresh=10**6).run()
+
+    assert yielded.merged == 0 and fresh(merge_store) > 0  # it left the fresh tier to the burst ...
+    after = manual_analyses(merge_store)
+    analysed = {table for table in after if after[table] > before.get(table, 0)}
+    assert analysed == set(due)  # ... and analysed what was due, nothing else
+    assert stale_tables(merge_store) == {}
+
+    cycle(merge_store, settings, engine, backlog=3, merge_yield_max_fresh=10**6).run()
+    assert manual_analyses(merge_store) == after  # nothing has changed since
