@@ -27,10 +27,10 @@ class JobSettings(BaseModel):
     merge_connections: int = Field(default=1, ge=1, le=8)
     # The merge into HNSW yields to ingestion (embed queues not empty) while fewer than this many vectors wait in
     # the fresh tier; past it, it runs beside ingestion. Not a bound on the fresh tier: a burst can store vectors
-    # faster than the merge indexes them (bench.ingest). 0: never yield. Waiting longer made a 100k burst a
-    # quarter faster but the burst's own queries slower, likely for the want of the merge's ANALYZE meanwhile
-    # (not verified: docs/experiments.md, "The merge's yield, measured again").
-    merge_yield_max_fresh: int = Field(default=50_000, ge=0)
+    # faster than the merge indexes them (bench.ingest). 0: never yield. At 200,000 a 100k burst leaves the
+    # merge for after it: 15-19 % faster than at 50,000, its queries as fast (each merge run keeps the read path's
+    # statistics current, yielding or not: docs/experiments.md, "A burst's queries planned on empty tables").
+    merge_yield_max_fresh: int = Field(default=200_000, ge=0)
 
     # Attempts count when a worker claims the work (shared/storage/leases.py), never per message.
     job_max_attempts: int = Field(default=5, ge=1)
