@@ -32,14 +32,15 @@ STALE_MIN = 1_000  # ... and at least as many (a new table's first rows)
 
 
 def stale(session: Session, tables: Sequence[str] = READ_PATH_TABLES) -> list[tuple[str, int]]:
-    """Those of `tables` whose rows changed enough since their last `ANALYZE` (or since they were made, never
-    analysed), with how many rows changed; only those this role may analyse (PostgreSQL 17's MAINTAIN privilege,
-    or before it the owner's role: otherwise `ANALYZE` skips the table with a warning)."""
+    """Those of `tables` (found as `ANALYZE` finds them, on the search path) whose rows changed enough since their
+    last `ANALYZE` (or since they were made, never analysed), with how many rows changed; only those this role may
+    analyse (PostgreSQL 17's MAINTAIN privilege, or before it the owner's role: otherwise `ANALYZE` skips the table
+    with a warning)."""
     rows = session.execute(
         text(
             """
-            SELECT s.relname, s.n_mod_since_analyze FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-            WHERE s.schemaname = current_schema() AND s.relname = ANY(:tables)
+            SELECT c.relname, s.n_mod_since_analyze FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+            WHERE s.relid = ANY(ARRAY(SELECT to_regclass(t)::oid FROM unnest(CAST(:tables AS text[])) AS t))
               AND s.n_mod_since_analyze >= greatest(:least, :share * greatest(c.reltuples, 0))
               AND CASE WHEN current_setting('server_version_num')::int >= 170000
                        THEN has_table_privilege(c.oid, 'MAINTAIN')

@@ -54,15 +54,21 @@ class CountingEngine(MemoryEngine):
 
 
 @pytest.fixture
-def merge_store(make_store, settings):
-    """A fresh store of this test's own, as the role the merge runs as (maintenance)."""
+def merge_stores(make_store, settings):
+    """A fresh store of this test's own: as the role the merge runs as (maintenance), and as the app's."""
     name = f"merge{next(_stores)}"
-    url, _ = make_store(name)
+    url, app = make_store(name)
     embedder = SyntheticEmbedder(dim=DIM)
     with schema_session(settings.model_copy(update={"database_url": url}), "mnemoflow.tests.merge") as s:
         ensure_store_model(s, embedder, min_dim=settings.min_vector_dim, max_dim=settings.max_vector_dim)
     _, database = make_store(name, role=DbRole.MAINTENANCE)
-    return database
+    return database, app
+
+
+@pytest.fixture
+def merge_store(merge_stores):
+    """`merge_stores`' maintenance role's."""
+    return merge_stores[0]
 
 
 def bulk_store(database, engine: MemoryEngine, tenant: str, n: int) -> None:
@@ -273,3 +279,17 @@ def test_every_run_analyses_the_read_paths_tables_whose_rows_changed_a_lot_even_
 
     cycle(merge_store, settings, engine, backlog=3, merge_yield_max_fresh=10**6).run()
     assert manual_analyses(merge_store) == after  # nothing has changed since
+
+
+def test_only_the_tables_a_role_may_analyse_are_due(merge_stores, settings) -> None:
+    """The app role may analyse no table (no MAINTAIN, no ownership): nothing is due for it, where the maintenance
+    role has `memories` due, so its `ANALYZE` would only be skipped with a warning."""
+    maintenance, app = merge_stores
+    engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
+    bulk_store(maintenance, engine, f"t-{uuid.uuid4().hex[:8]}", planner_stats.STALE_MIN + 500)
+    deadline = time.monotonic() + 15
+    while "memories" not in stale_tables(maintenance) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "memories" in stale_tables(maintenance)
+    with app.session("anyone") as s:
+        assert planner_stats.stale(s) == []
