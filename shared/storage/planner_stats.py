@@ -7,8 +7,9 @@ changed, but it visits each database once a minute (`autovacuum_naptime`), and a
 25 s. Measured at the end of such an import with nothing merged yet (`bench.ingest`, the merge waiting):
 - the vector partitions still had the statistics their migration gathered while they were empty. Each of the 400
   fresh vectors a query compares exactly was then looked up by key and through the tenant's whole `(user_id, dim)`
-  index (a BitmapAnd): 0.9 s of a query's 1 s at 100,000 fresh vectors, against 17 ms at 30,000;
-- `memories` had never been analysed: the statement of a settled 100k store took 12.5 ms instead of 4.
+  index (a BitmapAnd): the read path's statement took 0.9 s at 100,000 fresh vectors, 17 ms at 30,000;
+- `memories` had never been analysed: on those statistics the statement of a settled 100k store took 11-13 ms
+  instead of 4-5.
 
 The merge cycle calls `refresh` on every run, whether it merges or yields to the burst: a table is analysed again
 once its rows changed since its last `ANALYZE` by at least `STALE_SHARE` of the rows that one counted (and

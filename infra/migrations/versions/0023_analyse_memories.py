@@ -1,11 +1,11 @@
 """The maintenance role may analyse `memories`: the merge cycle keeps the read path's statistics up with a burst.
 
 A 100,000-memory import is stored in about 25 s; autovacuum visits a database once a minute, so until then the
-import's queries were planned on `memories` never analysed (the statement of a settled 100k store: 12.5 ms against
-4) and on vector partitions analysed while empty (shared/storage/planner_stats.py). The merge cycle, which runs as
-the maintenance role during the burst, now analyses them when their rows changed a lot. 0013 gave it the vector
-partitions and 0022 `fresh_codes`; this gives it `memories` (PostgreSQL 17's MAINTAIN privilege; on an older server
-only the owner may analyse, and the merge leaves `memories` to autovacuum).
+import's queries were planned on `memories` never analysed (on those statistics the statement of a settled 100k
+store took 11-13 ms against 4-5) and on vector partitions analysed while empty (shared/storage/planner_stats.py).
+The merge cycle, which runs as the maintenance role during the burst, now analyses them when their rows changed a
+lot. 0013 gave it the vector partitions and 0022 `fresh_codes`; this gives it `memories` (PostgreSQL 17's MAINTAIN
+privilege; on an older server only the owner may analyse, and the merge leaves `memories` to autovacuum).
 
 Revision ID: 0023
 Revises: 0022

@@ -282,8 +282,8 @@ def test_every_run_analyses_the_read_paths_tables_whose_rows_changed_a_lot_even_
 
 
 def test_only_the_tables_a_role_may_analyse_are_due(merge_stores, settings) -> None:
-    """The app role may analyse no table (no MAINTAIN, no ownership): nothing is due for it, where the maintenance
-    role has `memories` due, so its `ANALYZE` would only be skipped with a warning."""
+    """The app role may analyse no table (no MAINTAIN, no ownership), so nothing is due for it (its `ANALYZE` would
+    only skip the table with a warning), while the same writes make `memories` due for the maintenance role."""
     maintenance, app = merge_stores
     engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
     bulk_store(maintenance, engine, f"t-{uuid.uuid4().hex[:8]}", planner_stats.STALE_MIN + 500)
