@@ -25,6 +25,7 @@ from shared.storage import anchors, locks, planner_stats
 from shared.storage.locks import Lock
 from shared.storage.sector_models import ensure_store_model
 from shared.tenancy import DbRole
+from tests.integration.helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -258,9 +259,8 @@ def test_every_run_analyses_the_read_paths_tables_whose_rows_changed_a_lot_even_
     (`memories` through migration 0023's grant), and only those."""
     engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
     bulk_store(merge_store, engine, f"t-{uuid.uuid4().hex[:8]}", planner_stats.STALE_MIN + 500)
-    deadline = time.monotonic() + 15  # a backend reports its row counts to the statistics within about a second
-    while not {"memories", "fresh_codes"} <= stale_tables(merge_store).keys() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    # a backend reports its row counts to the statistics within about a second
+    wait_until(lambda: {"memories", "fresh_codes"} <= stale_tables(merge_store).keys(), timeout=15, interval=0.2)
     assert {"memories", "fresh_codes"} <= stale_tables(merge_store).keys()
     with merge_store.session() as s:
         s.execute(text("ANALYZE fresh_codes"))  # analysed since it changed: not due any more
@@ -287,9 +287,7 @@ def test_only_the_tables_a_role_may_analyse_are_due(merge_stores, settings) -> N
     maintenance, app = merge_stores
     engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
     bulk_store(maintenance, engine, f"t-{uuid.uuid4().hex[:8]}", planner_stats.STALE_MIN + 500)
-    deadline = time.monotonic() + 15
-    while "memories" not in stale_tables(maintenance) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: "memories" in stale_tables(maintenance), timeout=15, interval=0.2)
     assert "memories" in stale_tables(maintenance)
     with app.session("anyone") as s:
         assert planner_stats.stale(s) == []
