@@ -54,16 +54,32 @@ class CountingEngine(MemoryEngine):
         return moved, links
 
 
-@pytest.fixture
-def merge_stores(make_store, settings):
-    """A fresh store of this test's own: as the role the merge runs as (maintenance), and as the app's."""
+def new_store(make_store, settings, *, autovacuum: bool = True):
+    """A fresh store: as the role the merge runs as (maintenance), and as the app's. Without `autovacuum`, it never
+    analyses the read path's tables: only the statements a test runs change their statistics."""
     name = f"merge{next(_stores)}"
     url, app = make_store(name)
     embedder = SyntheticEmbedder(dim=DIM)
     with schema_session(settings.model_copy(update={"database_url": url}), "mnemoflow.tests.merge") as s:
         ensure_store_model(s, embedder, min_dim=settings.min_vector_dim, max_dim=settings.max_vector_dim)
+        if not autovacuum:
+            for table in planner_stats.READ_PATH_TABLES:
+                s.execute(text(f"ALTER TABLE {table} SET (autovacuum_enabled = false)"))
     _, database = make_store(name, role=DbRole.MAINTENANCE)
     return database, app
+
+
+@pytest.fixture
+def merge_stores(make_store, settings):
+    """A fresh store of this test's own: as the role the merge runs as (maintenance), and as the app's."""
+    return new_store(make_store, settings)
+
+
+@pytest.fixture
+def unvacuumed_stores(make_store, settings):
+    """`merge_stores`, with autovacuum off on the read path's tables: on a fresh database it may analyse `memories`
+    a moment after its first rows, and a test of when they are due would race it."""
+    return new_store(make_store, settings, autovacuum=False)
 
 
 @pytest.fixture
@@ -252,11 +268,12 @@ def stale_tables(database) -> dict[str, int]:
 
 
 def test_every_run_analyses_the_read_paths_tables_whose_rows_changed_a_lot_even_while_it_yields(
-    merge_store, settings
+    unvacuumed_stores, settings
 ) -> None:
     """A burst's queries are planned from its tables' statistics, which autovacuum refreshes too late: each run,
     merging or yielding to the burst, analyses the tables whose rows changed by half since their last `ANALYZE`
     (`memories` through migration 0023's grant), and only those."""
+    merge_store, _ = unvacuumed_stores
     engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
     bulk_store(merge_store, engine, f"t-{uuid.uuid4().hex[:8]}", planner_stats.STALE_MIN + 500)
     # a backend reports its row counts to the statistics within about a second
@@ -281,10 +298,10 @@ def test_every_run_analyses_the_read_paths_tables_whose_rows_changed_a_lot_even_
     assert manual_analyses(merge_store) == after  # nothing has changed since
 
 
-def test_only_the_tables_a_role_may_analyse_are_due(merge_stores, settings) -> None:
+def test_only_the_tables_a_role_may_analyse_are_due(unvacuumed_stores, settings) -> None:
     """The app role may analyse no table (no MAINTAIN, no ownership), so nothing is due for it (its `ANALYZE` would
     only skip the table with a warning), while the same writes make `memories` due for the maintenance role."""
-    maintenance, app = merge_stores
+    maintenance, app = unvacuumed_stores
     engine = CountingEngine(settings, SyntheticEmbedder(dim=DIM), hold=0)
     bulk_store(maintenance, engine, f"t-{uuid.uuid4().hex[:8]}", planner_stats.STALE_MIN + 500)
     wait_until(lambda: "memories" in stale_tables(maintenance), timeout=15, interval=0.2)
