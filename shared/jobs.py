@@ -323,13 +323,20 @@ class ChunkSpec:
 
 def plan_chunks(items: Iterable[tuple[str, dict[str, Any]]], *, size: int, first_seq: int = 0) -> list[ChunkSpec]:
     """(sector, item) pairs as chunks of at most `size` items of one sector each: sectors in name order, items
-    in their order, numbered from `first_seq`."""
+    in their order, numbered from `first_seq`. A sector's items are cut into as few chunks as `size` allows, of
+    sizes that differ by one at most (520 at 500: 260 and 260, not 500 and 20), so that two workers sharing a
+    sector's chunks finish together."""
     by_sector: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for sector, item in items:
         by_sector[sector].append(item)
     chunks: list[ChunkSpec] = []
     for sector in sorted(by_sector):
         grouped = by_sector[sector]
-        for start in range(0, len(grouped), size):
-            chunks.append(ChunkSpec(first_seq + len(chunks), sector, grouped[start : start + size]))
+        count = -(-len(grouped) // size)
+        small, larger = divmod(len(grouped), count)
+        start = 0
+        for i in range(count):
+            end = start + small + (i < larger)
+            chunks.append(ChunkSpec(first_seq + len(chunks), sector, grouped[start:end]))
+            start = end
     return chunks

@@ -114,6 +114,15 @@ def test_chunks_hold_one_sector_each_in_name_order_numbered_from_the_first():
     ]
 
 
+def test_a_sectors_items_are_cut_into_as_few_chunks_as_the_size_allows_of_even_sizes():
+    items = [("semantic", {"n": n}) for n in range(520)] + [("episodic", {"n": n}) for n in range(7)]
+    chunks = plan_chunks(items, size=500)
+    assert [(c.sector, len(c.items)) for c in chunks] == [("episodic", 7), ("semantic", 260), ("semantic", 260)]
+    assert [item["n"] for c in chunks[1:] for item in c.items] == list(range(520))  # every item once, in order
+    sizes = [len(c.items) for c in plan_chunks([("semantic", {"n": n}) for n in range(1001)], size=500)]
+    assert sizes == [334, 334, 333]
+
+
 def test_a_batch_is_planned_item_by_item_and_the_first_item_over_a_limit_is_named():
     body = BatchRequest(items=[{"content": "I went to the park"}, {"content": "how to install it"}], sequence=True)
     chunks = plan_batch(body, limits=InputLimits(), context=SequenceContext(), chunk_size=10)

@@ -142,7 +142,8 @@ def test_placeholder_keys_are_refused_outside_development(monkeypatch):
 
 
 def test_chunk_size_follows_the_providers_speed_unless_set():
-    assert Settings(_env_file=None, embedding_provider="local").chunk_size == 100
+    assert Settings(_env_file=None, embedding_provider="local").chunk_size == 500
+    assert Settings(_env_file=None, embedding_provider="openai").chunk_size == 256
     assert Settings(_env_file=None, embedding_provider="synthetic").chunk_size == 500
     assert Settings(_env_file=None, embedding_provider="local", batch_chunk_size=32).chunk_size == 32
 
