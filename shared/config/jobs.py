@@ -16,9 +16,9 @@ class JobSettings(BaseModel):
         embedding_provider: Provider
 
     # Items per chunk task; unset: 256 for the HTTP providers, 500 for the others (the local model: ~2 s of its
-    # work a chunk on two cores). A chunk pays its claim, its statements and a merge request once: a burst of
-    # 10,000 with the local model kept 0.85-0.87 of the model's own rate at 100, 0.96 at 500, on one hour
-    # (docs/experiments.md). A retry redoes one chunk.
+    # work a chunk on two cores). A chunk pays its claim, its statements and a merge request once: at 500 the
+    # engine's CPU beside the local model fell by about a sixth against 100 (docs/experiments.md, "Larger chunks
+    # for the local model"). A retry redoes one chunk.
     batch_chunk_size: int | None = Field(default=None, ge=1, le=10_000)
     merge_batch_size: int = Field(default=1000, ge=1, le=100_000)
     merge_time_budget_seconds: float = Field(default=30.0, gt=0)
