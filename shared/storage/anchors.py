@@ -51,6 +51,18 @@ class Trained(NamedTuple):
     first: int  # the generation's first anchor number
 
 
+class Filing(NamedTuple):
+    """One generation of a model and dimension's anchors, as a writer files codes under them."""
+
+    numbers: np.ndarray  # the anchors' numbers
+    centroids: np.ndarray  # their centroids, unit rows (float32), in the same order
+
+    def nearest(self, vectors: np.ndarray) -> np.ndarray:
+        """The number of the anchor of largest cosine to each row of `vectors`: what the triggers' `ORDER BY
+        centroid <=> embedding LIMIT 1` finds, up to float rounding between two equally near anchors."""
+        return self.numbers[(np.asarray(vectors, dtype=np.float32) @ self.centroids.T).argmax(axis=1)]
+
+
 class Drift(NamedTuple):
     model: str
     dim: int
@@ -158,6 +170,48 @@ def train(session: Session, model: str, dim: int) -> Trained | None:
         },
     )
     return Trained(model, dim, len(sample), first)
+
+
+# per process: the anchors last read from each database, by (database, model, dim), with the version they were read
+# at (the generation's first number, its size, and the newest row's transaction)
+_filings: dict[tuple[str, str, int], tuple[tuple[int, int, int], Filing]] = {}
+
+
+def filings(session: Session) -> dict[tuple[str, int], Filing]:
+    """The current anchors of every (model, dim), for a writer to file its fresh codes under (`copy_vectors`):
+    one small statement, and the centroids read again only where a generation was trained since the last call.
+
+    A writer that read a generation just before it was replaced files its codes under numbers outside the new one:
+    they are read as stale and filed again by the merge (migration 0022), as a trigger's would be."""
+    database = session.connection().engine.url.render_as_string(hide_password=True)
+    rows = session.execute(
+        text(
+            "SELECT model, dim, min(anchor) AS first, count(*) AS n, max(xmin::text::bigint) AS made "
+            "FROM fresh_anchors GROUP BY model, dim"
+        )
+    ).all()
+    found = {}
+    for r in rows:
+        key, version = (database, r.model, int(r.dim)), (int(r.first), int(r.n), int(r.made))
+        known = _filings.get(key)
+        if known is None or known[0] != version:
+            known = (version, _read_filing(session, r.model, int(r.dim)))
+            _filings[key] = known
+        found[(r.model, int(r.dim))] = known[1]
+    return found
+
+
+def _read_filing(session: Session, model: str, dim: int) -> Filing:
+    rows = read_rows(
+        session,
+        "SELECT anchor, centroid FROM fresh_anchors WHERE model = :m AND dim = :d ORDER BY anchor",
+        {"m": model, "d": dim},
+    )
+    centroids = np.array([r.centroid.to_numpy() for r in rows], dtype=np.float32).reshape(len(rows), dim)
+    norms = np.linalg.norm(centroids, axis=1, keepdims=True)
+    return Filing(
+        np.array([int(r.anchor) for r in rows], dtype=np.int64), centroids / np.where(norms > 0, norms, 1.0)
+    )
 
 
 def drifted(session: Session, *, threshold: float = DRIFT) -> list[Drift]:

@@ -11,18 +11,33 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from shared.memory.sectors import validate_sector
+from shared.storage import anchors
 from shared.storage.rows import RETURNED_SET, SectorVector
 
 _VECTOR_COLUMNS = "memory_id, sector, user_id, dim, model, indexed, embedding"
+_CODE_COLUMNS = "sector, memory_id, user_id, dim, model, code, anchor"
 # the session's staging table for vectors on their way in (made once per connection; IF NOT EXISTS would log a
-# notice on every write)
+# notice on every write); `anchor` is the fresh code's, filed by the writer (NULL: the trigger files it)
 _STAGING_TABLE = """
 DO $$ BEGIN
-    IF to_regclass('pg_temp.vectors_in') IS NULL THEN
-        CREATE TEMP TABLE vectors_in (memory_id uuid, sector text, user_id text, dim smallint, model text,
-                                      indexed boolean, embedding vector) ON COMMIT DELETE ROWS;
+    IF to_regclass('pg_temp.vectors_staged') IS NULL THEN
+        CREATE TEMP TABLE vectors_staged (memory_id uuid, sector text, user_id text, dim smallint, model text,
+                                          indexed boolean, embedding vector, anchor smallint) ON COMMIT DELETE ROWS;
     END IF;
 END $$
+"""
+# From the staging table into the partitions, the fresh codes the writer filed beside them: the trigger
+# `fresh_codes_added` (migration 0024) writes only the codes not written by the statement itself.
+_MOVE = f"""
+WITH moved AS (DELETE FROM vectors_staged RETURNING {_VECTOR_COLUMNS}, anchor),
+filed AS (
+    INSERT INTO fresh_codes ({_CODE_COLUMNS})
+    SELECT sector, memory_id, user_id, dim, model, binary_quantize(embedding)::varbit, anchor FROM moved
+    WHERE NOT indexed AND anchor IS NOT NULL
+    ON CONFLICT (sector, memory_id) DO UPDATE SET user_id = excluded.user_id, dim = excluded.dim,
+        model = excluded.model, code = excluded.code, anchor = excluded.anchor
+)
+INSERT INTO memory_vectors ({_VECTOR_COLUMNS}) SELECT {_VECTOR_COLUMNS} FROM moved
 """
 VectorRows = Iterable[tuple[uuid.UUID, str, Mapping[str, SectorVector]]]  # memory id, user id, sector -> vector
 
@@ -31,23 +46,41 @@ def copy_vectors(session: Session, rows: VectorRows, *, indexed: bool) -> None:
     """COPY the vectors (one per sector of each memory) in binary: the fastest way into the partitions.
 
     Row-level security refuses COPY FROM into memory_vectors, so they go into a temporary table of the session
-    and from there in one INSERT, which the tenant's policy checks."""
+    and from there in one INSERT, which the tenant's policy checks. Fresh vectors (`indexed` false) get their
+    codes filed under the nearest anchor here, in one product of matrices per model and dimension, instead of by
+    the trigger, which compares each vector with every anchor in SQL (~40 µs a vector)."""
+    rows = list(rows)
+    filed = {} if indexed else _filed(session, rows)
     session.execute(text(_STAGING_TABLE))
     raw = session.connection().connection.driver_connection
     assert raw is not None
-    with raw.cursor() as cur, cur.copy("COPY vectors_in FROM STDIN WITH (FORMAT BINARY)") as copy:
-        copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "vector"])
+    with raw.cursor() as cur, cur.copy("COPY vectors_staged FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "vector", "int2"])
         for memory_id, user_id, vectors in rows:
             encoded: dict[int, Vector] = {}  # simple mode: one vector serves every sector
             for sector, sv in vectors.items():
                 vector = encoded.setdefault(id(sv.vector), Vector(np.asarray(sv.vector, dtype=np.float32)))
-                copy.write_row((memory_id, sector, user_id, int(sv.vector.shape[0]), sv.model, indexed, vector))
-    session.execute(
-        text(
-            f"WITH moved AS (DELETE FROM vectors_in RETURNING {_VECTOR_COLUMNS}) "
-            f"INSERT INTO memory_vectors ({_VECTOR_COLUMNS}) SELECT {_VECTOR_COLUMNS} FROM moved"
-        )
-    )
+                dim = int(sv.vector.shape[0])
+                copy.write_row((memory_id, sector, user_id, dim, sv.model, indexed, vector, filed.get(id(sv.vector))))
+    session.execute(text(_MOVE))
+
+
+def _filed(session: Session, rows: Sequence[tuple[uuid.UUID, str, Mapping[str, SectorVector]]]) -> dict[int, int]:
+    """The anchor each of the rows' vectors is filed under (by the vector's `id`), where its model and dimension
+    have anchors; none before they are trained (the merge files those codes then)."""
+    current = anchors.filings(session)
+    if not current:
+        return {}
+    groups: dict[tuple[str, int], dict[int, np.ndarray]] = {}
+    for _, _, vectors in rows:
+        for sv in vectors.values():
+            groups.setdefault((sv.model, int(sv.vector.shape[0])), {})[id(sv.vector)] = sv.vector
+    filed: dict[int, int] = {}
+    for key, by_id in groups.items():
+        filing = current.get(key)
+        if filing is not None:
+            filed.update(zip(by_id, filing.nearest(np.stack(list(by_id.values()))).tolist(), strict=True))
+    return filed
 
 
 def reset_compression(session: Session, memory_ids: Sequence[uuid.UUID]) -> None:

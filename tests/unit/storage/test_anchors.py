@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.storage.anchors import shares, spherical_kmeans, total_variation
+from shared.storage.anchors import Filing, shares, spherical_kmeans, total_variation
 
 
 def planted(centres: np.ndarray, per: int, noise: float, seed: int) -> np.ndarray:
@@ -57,3 +57,16 @@ def test_anchors_without_a_recorded_share_are_taken_as_even_and_no_codes_is_no_d
     assert total_variation([None] * 4, [10, 10, 10, 10]) == pytest.approx(0.0)
     assert total_variation([None] * 4, [40, 0, 0, 0]) == pytest.approx(0.75)
     assert total_variation([0.5, 0.5], [0, 0]) == 0.0
+
+
+def test_a_writer_files_each_vector_under_the_anchor_of_largest_cosine_by_its_number():
+    """`Filing.nearest` answers with the anchors' numbers (a generation's, not positions), picks by cosine whatever
+    a vector's length, and matches one comparison at a time (the triggers' `ORDER BY centroid <=> v LIMIT 1`)."""
+    rng = np.random.default_rng(7)
+    centroids = rng.standard_normal((16, 32)).astype(np.float32)
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    filing = Filing(np.arange(128, 144), centroids)
+    vectors = (rng.standard_normal((200, 32)) * rng.uniform(0.1, 10.0, (200, 1))).astype(np.float32)
+    one_by_one = [128 + int(np.argmin([1 - (v @ c) / np.linalg.norm(v) for c in centroids])) for v in vectors]
+    assert filing.nearest(vectors).tolist() == one_by_one
+    assert filing.nearest(centroids[[3, 9]] * 5.0).tolist() == [131, 137]
