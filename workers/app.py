@@ -15,7 +15,7 @@ from typing import Any
 import redis
 from celery import signals
 
-from shared import worker_status
+from shared import blas, worker_status
 from shared.config import get_settings
 from shared.db import Database, create_db_engine, schema_session
 from shared.embedding import EmbeddingProvider
@@ -141,7 +141,9 @@ def _metrics(**_: Any) -> None:
 @signals.worker_process_init.connect
 def _process_init(**_: Any) -> None:
     """A pool process: open its database, models and Redis, retrying a while (a database not ready yet); if it
-    cannot, it says so for /health and exits, and the pool starts another. It never serves half-initialised."""
+    cannot, it says so for /health and exits, and the pool starts another. It never serves half-initialised.
+    Its BLAS runs on one thread (shared/blas.py): the pool already has a process per core."""
+    blas.one_thread()
     _allow_sandbox_children()
     try:
         _retrying("start", WorkerContext.open)

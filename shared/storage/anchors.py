@@ -1,11 +1,13 @@
-"""Anchors of the fresh tier's codes (migrations 0021, 0022): trained per model and dimension, every code assigned.
+"""Anchors of the fresh tier's codes (migrations 0021, 0022, 0024): trained per model and dimension, every code
+assigned.
 
 The first pass over a tenant's fresh vectors ranks their binary codes by Hamming distance; with tens of thousands
 waiting (a bulk import draining into the index) it read them all on every query. Each code is assigned to the
-nearest of `ANCHORS` anchors as it is written (the triggers); a query of a tenant with many fresh codes reads the
-codes of the anchors nearest the query (`mnemoflow_fresh`). This module makes the anchors: spherical k-means over a
-sample of the fresh vectors (centroids by cosine distance, as the vectors are compared), once a model's fresh codes
-of one dimension first number `CROWD`, and assigns the codes written before they existed.
+nearest of `ANCHORS` anchors as it is written (by the engine's writer with `filings`, by the triggers for any other
+statement); a query of a tenant with many fresh codes reads the codes of the anchors nearest the query
+(`mnemoflow_fresh`). This module makes the anchors: spherical k-means over a sample of the fresh vectors (centroids
+by cosine distance, as the vectors are compared), once a model's fresh codes of one dimension first number `CROWD`,
+and assigns the codes written before they existed.
 
 They are made again when the fresh tier, crowded again, has drifted from the sample they were trained on (another
 tenant's import, another domain: its codes would crowd into a few lists, each query reading them): `drifted`

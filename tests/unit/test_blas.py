@@ -1,0 +1,20 @@
+"""A worker process's BLAS runs on one thread: `blas.one_thread` limits numpy's library, and the product it computes
+is the same."""
+
+from __future__ import annotations
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from shared import blas
+
+
+def test_one_thread_limits_numpys_blas_and_keeps_its_results():
+    a = np.random.default_rng(0).standard_normal((540, 384)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((384, 128)).astype(np.float32)
+    with threadpool_limits(limits=2, user_api="blas"):  # as a pool process starts on two cores (or more)
+        before = a @ b
+        assert blas.threads() and all(pool["num_threads"] >= 1 for pool in blas.threads())
+        blas.one_thread()
+        assert [pool["num_threads"] for pool in blas.threads()] == [1] * len(blas.threads())
+        assert np.allclose(a @ b, before, atol=1e-4)
