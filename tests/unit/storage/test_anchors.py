@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.storage.anchors import Filing, shares, spherical_kmeans, total_variation
+from shared.storage.anchors import ANCHORS, NUMBERS, Filing, next_generation, shares, spherical_kmeans, total_variation
 
 
 def planted(centres: np.ndarray, per: int, noise: float, seed: int) -> np.ndarray:
@@ -70,3 +70,22 @@ def test_a_writer_files_each_vector_under_the_anchor_of_largest_cosine_by_its_nu
     one_by_one = [128 + int(np.argmin([1 - (v @ c) / np.linalg.norm(v) for c in centroids])) for v in vectors]
     assert filing.nearest(vectors).tolist() == one_by_one
     assert filing.nearest(centroids[[3, 9]] * 5.0).tolist() == [131, 137]
+
+
+def test_each_generation_is_numbered_after_the_last_within_smallint():
+    """The first generation starts at 0; each next one at the next multiple of ANCHORS, also after a generation of
+    an earlier size (128 anchors, whose first number need not be a multiple of 256); the last wraps to 0; no
+    generation's numbers pass smallint's 32,767."""
+    assert next_generation(None) == 0
+    assert next_generation(0) == ANCHORS
+    assert next_generation(128) == ANCHORS == 256  # after the old size's second generation (128 to 255)
+    assert next_generation(NUMBERS - ANCHORS) == 0
+    seen, first = [], 0
+    for _ in range(NUMBERS // ANCHORS):
+        seen.append(first)
+        assert first % ANCHORS == 0 and first + ANCHORS - 1 <= 32_767
+        first = next_generation(first)
+    assert first == 0 and len(set(seen)) == NUMBERS // ANCHORS
+    for old in range(0, 32_768 - 128 + 1, 128):  # every first number a generation of 128 may have had
+        after = next_generation(old)
+        assert after + ANCHORS - 1 <= 32_767 and (after > old or after == 0)
