@@ -1,12 +1,12 @@
 """The fresh tier's anchors, offline: a query's first pass through anchors trained on its own set's vectors, and
 through anchors trained on another set's (the drift after which the merge cycle trains them again), in numpy.
 
-    python -m bench.anchors                       # the default local model, 24 of 128 anchors read
+    python -m bench.anchors                       # the default local model, 32 of 256 anchors read
     python -m bench.anchors --probes 16 --cache /tmp/anchors.npz
 
 Two pools with their questions as queries: LoCoMo's turns ("Speaker: text", its five conversations together) and
 SciFact's abstracts ("title text"). For each pool, anchors are trained (shared/storage/anchors.py: spherical k-means,
-128, over a sample of at most 16,384 vectors) on the pool itself, as after a (re)training, and on the other pool, as
+256, over a sample of at most 16,384 vectors) on the pool itself, as after a (re)training, and on the other pool, as
 when the fresh tier has moved on from the vectors they were trained on; every vector is filed under its nearest
 anchor. A query then does what `mnemoflow_fresh` and the read path do for a crowded tenant: it reads the codes of its
 `--probes` nearest anchors, ranks them by Hamming distance to its own code, and compares the best 400 exactly
@@ -143,7 +143,9 @@ def main() -> None:
     )
     parser.add_argument("--provider", choices=["local", "synthetic"], default="local", help="embedding model [local]")
     parser.add_argument("--anchors", type=int, default=ANCHORS, help=f"anchors trained [{ANCHORS}]")
-    parser.add_argument("--probes", type=int, default=24, help="anchors a query reads the codes of [24]")
+    parser.add_argument(
+        "--probes", type=int, default=32, help="anchors a query reads the codes of [32: migration 0025]"
+    )
     parser.add_argument(
         "--shortlist", type=int, default=FRESH_SHORTLIST, help=f"codes compared exactly [{FRESH_SHORTLIST}]"
     )

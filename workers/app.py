@@ -15,7 +15,7 @@ from typing import Any
 import redis
 from celery import signals
 
-from shared import blas, worker_status
+from shared import worker_status
 from shared.config import get_settings
 from shared.db import Database, create_db_engine, schema_session
 from shared.embedding import EmbeddingProvider
@@ -37,7 +37,7 @@ from shared.queueing import make_celery
 from shared.storage import priority
 from shared.storage.sector_models import StoreModel, ensure_store_model_for
 from shared.tenancy import DbRole
-from workers import metrics
+from workers import blas, metrics
 
 settings = get_settings()
 # Checked at import, so every process built on this app (worker, beat, Flower) refuses to start open.
@@ -142,7 +142,7 @@ def _metrics(**_: Any) -> None:
 def _process_init(**_: Any) -> None:
     """A pool process: open its database, models and Redis, retrying a while (a database not ready yet); if it
     cannot, it says so for /health and exits, and the pool starts another. It never serves half-initialised.
-    Its BLAS runs on one thread (shared/blas.py): the pool already has a process per core."""
+    Its BLAS runs on one thread (workers/blas.py): the pool already has a process per core."""
     blas.one_thread()
     _allow_sandbox_children()
     try:

@@ -219,9 +219,7 @@ def _read_filing(session: Session, model: str, dim: int) -> Filing:
     )
     centroids = np.array([r.centroid.to_numpy() for r in rows], dtype=np.float32).reshape(len(rows), dim)
     norms = np.linalg.norm(centroids, axis=1, keepdims=True)
-    return Filing(
-        np.array([int(r.anchor) for r in rows], dtype=np.int64), centroids / np.where(norms > 0, norms, 1.0)
-    )
+    return Filing(np.array([int(r.anchor) for r in rows], dtype=np.int64), centroids / np.where(norms > 0, norms, 1.0))
 
 
 def drifted(session: Session, *, threshold: float = DRIFT) -> list[Drift]:

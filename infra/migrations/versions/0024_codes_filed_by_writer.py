@@ -30,8 +30,7 @@ UPSERT = (
     "model = excluded.model, code = excluded.code, anchor = excluded.anchor"
 )
 WRITTEN = (
-    "(SELECT x.code FROM fresh_codes x WHERE x.sector = a.sector AND x.memory_id = a.memory_id) "
-    "IS DISTINCT FROM c.code"
+    "(SELECT x.code FROM fresh_codes x WHERE x.sector = a.sector AND x.memory_id = a.memory_id) IS DISTINCT FROM c.code"
 )
 
 

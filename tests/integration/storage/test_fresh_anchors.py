@@ -174,7 +174,7 @@ def test_the_engine_files_its_own_codes_and_the_trigger_writes_none_again(anchor
     app, _, engine, _, _ = anchored
     with app.session(SMALL) as s:
         current = anchors.filings(s)
-    (key, filing), = current.items()
+    ((key, filing),) = current.items()
     database = next(k for k in anchors._filings if k[1:] == key)
     version, _ = anchors._filings[database]
     shifted = anchors.Filing(np.roll(filing.numbers, 1), filing.centroids)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from shared import blas
+from workers import blas
 
 
 def test_one_thread_limits_numpys_blas_and_keeps_its_results():
