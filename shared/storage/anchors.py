@@ -1,5 +1,5 @@
-"""Anchors of the fresh tier's codes (migrations 0021, 0022, 0024): trained per model and dimension, every code
-assigned.
+"""Anchors of the fresh tier's codes (migrations 0021, 0022, 0024, 0025): trained per model and dimension, every
+code assigned.
 
 The first pass over a tenant's fresh vectors ranks their binary codes by Hamming distance; with tens of thousands
 waiting (a bulk import draining into the index) it read them all on every query. Each code is assigned to the
