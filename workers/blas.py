@@ -10,16 +10,9 @@ process's own core, and no thread waits.
 
 from __future__ import annotations
 
-from typing import Any
-
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
 
 def one_thread() -> None:
     """Limit every BLAS library loaded in this process (numpy's OpenBLAS) to one thread, for the process's life."""
     threadpool_limits(limits=1, user_api="blas")
-
-
-def threads() -> list[dict[str, Any]]:
-    """The BLAS libraries loaded in this process and their thread counts (`threadpoolctl`'s description)."""
-    return [pool for pool in threadpool_info() if pool.get("user_api") == "blas"]

@@ -193,7 +193,7 @@ def filings(session: Session) -> dict[tuple[str, int], Filing]:
 
     A writer that read a generation just before it was replaced files its codes under numbers outside the new one:
     they are read as stale and filed again by the merge (migration 0022), as a trigger's would be."""
-    database = session.connection().engine.url.render_as_string(hide_password=True)
+    database = cache_database(session)
     rows = session.execute(
         text(
             "SELECT model, dim, min(anchor) AS first, count(*) AS n, max(xmin::text::bigint) AS made "
@@ -209,6 +209,11 @@ def filings(session: Session) -> dict[tuple[str, int], Filing]:
             _filings[key] = known
         found[(r.model, int(r.dim))] = known[1]
     return found
+
+
+def cache_database(session: Session) -> str:
+    """The database `session` talks to, as `filings` keys its process cache (its URL without the password)."""
+    return session.connection().engine.url.render_as_string(hide_password=True)
 
 
 def _read_filing(session: Session, model: str, dim: int) -> Filing:

@@ -4,9 +4,9 @@ With 128 anchors a crowded tenant's query read the codes of the 24 nearest the q
 with 256, the 32 nearest hold about 15 % of the codes for the same share of the exact nearest found
 (`python -m bench.anchors --anchors 256 --probes 32`: 15.5 % / 14.2 % of the codes read, 0.990 / 0.958 of the
 exact ten found on LoCoMo / SciFact, against 22.0 % / 20.8 % and 0.990 / 0.956; docs/experiments.md). Twice the
-anchors cost the triggers twice the comparisons (~80 µs a vector in SQL), which is why this waited for the engine's
-writer to file its own codes in numpy (migration 0024). `shared/storage/anchors.py` trains 256 from now on; a store's
-generation of 128 stays until its next training, with 32 of them read.
+anchors cost the triggers twice the comparisons (~40 µs a vector in SQL at 128), which is why this waited for the
+engine's writer to file its own codes in numpy (migration 0024). `shared/storage/anchors.py` trains 256 from now
+on; a store's generation of 128 stays until its next training, with 32 of them read.
 
 Only `mnemoflow_fresh` changes (the number of anchors read); its signature is 0021's.
 

@@ -174,7 +174,7 @@ def test_the_engine_files_its_own_codes_and_the_trigger_writes_none_again(anchor
     app, _, engine, _, _ = anchored
     with app.session(SMALL) as s:
         current = anchors.filings(s)
-        url = s.connection().engine.url.render_as_string(hide_password=True)
+        url = anchors.cache_database(s)
     ((key, filing),) = current.items()
     database = (url, *key)  # this store's entry of the process's cache (other tests' stores have theirs)
     version, _ = anchors._filings[database]
