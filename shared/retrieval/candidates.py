@@ -22,7 +22,7 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_query_timed
 from shared.memory import sectors as sector_rules
 from shared.memory.sectors import group_sectors
-from shared.retrieval.fusion import Candidate, fuse
+from shared.retrieval.fusion import Candidate
 from shared.retrieval.lexical import LexicalParams
 from shared.retrieval.params import RetrievalParams
 from shared.retrieval.temporal import Period, query_period
@@ -76,22 +76,13 @@ class CandidateSearch:
         )
 
     def find(self, session: Session, ask: Ask, watch: Stopwatch, side_session: SessionFactory | None) -> Found:
-        """The query's hits; without a period to search, read in one statement with their rows and links."""
-        options, p = ask.options, self.params
-        period = (
-            query_period(ask.text, ask.now) if ask.scoring.period_weight > 0 and options.rank == "composite" else None
-        )
-        if not (period and options.dense and p.period_scan_limit and period.bounds()):
-            return self._find_with_links(session, ask, watch, side_session, period)
-        return self._find_apart(session, ask, watch, side_session)
-
-    def _find_with_links(
-        self, session: Session, ask: Ask, watch: Stopwatch, side_session: SessionFactory | None, period: Period | None
-    ) -> Found:
-        """Both rankers, fused, and the hits' rows and links in one statement (`storage.candidates`). What that
+        """The query's hits, read in one statement with their rows and links (`storage.candidates`). What that
         statement needs first (the query terms' statistics, which compressed rungs the tenant has) is read on the
         second session while the query is embedded, else after."""
         options, p = ask.options, self.params
+        # Time anchoring: the period the query names ("in May 2023", "yesterday"), searched on its own as well.
+        anchored = ask.scoring.period_weight > 0 and options.rank == "composite"
+        period = query_period(ask.text, ask.now) if anchored else None
         sectors = self.sectors_to_search(ask)
         dims = sorted(
             {
@@ -126,6 +117,22 @@ class CandidateSearch:
             if options.lexical
             else None
         )
+        # No similarity floor for what the period's search finds: the period is what selects them ("what did we say
+        # yesterday?" shares little with what was said), their similarity only orders them.
+        bounds = period.bounds() if period and searched and p.period_scan_limit else None
+        period_search = (
+            search.period_plan(
+                searched,
+                start=bounds[0],
+                end=bounds[1],
+                where=ask.where,
+                limit=ask.pool,
+                scan_limit=p.period_scan_limit,
+                ladder=self.ladder,
+            )
+            if bounds is not None and bounds[0] < bounds[1]
+            else None
+        )
         found = fused_with_links(
             session,
             ask.user_id,
@@ -139,6 +146,7 @@ class CandidateSearch:
             rrf_k=p.rrf_k,
             max_hops=p.max_hops if options.waypoints else 1,
             ladder=self.ladder,
+            period=period_search,
             on_read=lambda: watch.lap("dense"),
         )
         hits = {h["id"]: Candidate(**h) for h in found.hits}
@@ -160,58 +168,6 @@ class CandidateSearch:
         with side_session() as session:
             terms, present = self._prelude(session, ask, sectors, dims)
         return terms, present, round((time.perf_counter() - started) * 1000, 3)
-
-    def _find_apart(self, session: Session, ask: Ask, watch: Stopwatch, side_session: SessionFactory | None) -> Found:
-        """The rankers and the period's search as statements of their own (a query naming a period)."""
-        options, p = ask.options, self.params
-        beside: Future[tuple[Ranked, float]] | None = None
-        if options.lexical and side_session is not None and self._side is not None:
-            beside = self._side.submit(self._lexical_beside, side_session, ask)
-        queries, calls = self.embed(ask.text, ask.user_id)
-        watch.lap("embed")
-        lexical: Ranked = []
-        if options.lexical and beside is None:
-            lexical = self._lexical(session, ask)
-            watch.lap("lexical")
-        sectors = self.sectors_to_search(ask)
-        searched = {sector: queries[sector] for sector in sectors}
-        dense = (
-            search.dense_candidates(session, ask.user_id, searched, limit=ask.pool, where=ask.where, ladder=self.ladder)
-            if options.dense
-            else []
-        )
-        dense = [(memory_id, sim) for memory_id, sim in dense if sim >= p.dense_min_similarity]
-        watch.lap("dense")
-        # Time anchoring: the period the query names ("in May 2023", "yesterday"), searched on its own as well.
-        period = (
-            query_period(ask.text, ask.now) if ask.scoring.period_weight > 0 and options.rank == "composite" else None
-        )
-        bounds = period.bounds() if period and options.dense and p.period_scan_limit else None
-        anchored: Ranked = []
-        if bounds is not None:
-            anchored = search.period_candidates(
-                session,
-                ask.user_id,
-                searched,
-                start=bounds[0],
-                end=bounds[1],
-                where=ask.where,
-                limit=ask.pool,
-                scan_limit=p.period_scan_limit,
-                ladder=self.ladder,
-            )
-            watch.lap("period")
-        if beside is not None:
-            lexical, lexical_ms = beside.result()
-            watch.lap("lexical_wait")  # how much longer than embedding + dense search the full-text stage took
-            watch.laps["lexical"] = lexical_ms
-        hits = fuse(lexical, dense, rrf_k=p.rrf_k, limit=ask.pool)
-        # What happened then, found or not; no similarity floor: the period is what selects them ("what did we
-        # say yesterday?" shares little with what was said), their similarity only orders them.
-        for rank, (memory_id, sim) in enumerate(anchored, start=1):
-            hits.setdefault(memory_id, Candidate(memory_id, dense_similarity=sim)).period_rank = rank
-        max_lexical = max((score for _, score in lexical), default=0.0)
-        return Found(hits, queries, sectors, max_lexical, period, calls)
 
     def embed(self, text: str, tenant: str) -> tuple[dict[str, SectorVector], list[EmbedCall]]:
         """The query embedded by each sector's model (once per model; the tenant's cache entry may answer instead)."""
@@ -235,15 +191,3 @@ class CandidateSearch:
             if query_class.scores[query_class.primary] > 0:
                 return query_class.sectors
         return tuple(sector_rules.SECTORS)
-
-    def _lexical(self, session: Session, ask: Ask) -> Ranked:
-        return bm25.lexical_candidates(
-            session, ask.user_id, ask.text, limit=ask.pool, where=ask.where, params=self.lexical
-        )
-
-    def _lexical_beside(self, side_session: SessionFactory, ask: Ask) -> tuple[Ranked, float]:
-        """The full-text stage on a session of its own (a thread of `_side`); its candidates and milliseconds."""
-        started = time.perf_counter()
-        with side_session() as session:
-            found = self._lexical(session, ask)
-        return found, round((time.perf_counter() - started) * 1000, 3)

@@ -1,10 +1,12 @@
 """The read path's first two stages in one statement: full-text and vector candidates, fused by RRF, with the rows
-and waypoints of the fused hits (`search.fetch_with_links`), in one round trip instead of three.
+and waypoints of the fused hits (`search.fetch_with_links`), in one round trip instead of three (four with the
+search of a period the query names).
 
 The statement is the parts the separate stages run, as CTEs: `bm25.lexical_plan`'s full-text ranking,
 `search.dense_plan`'s vector searches, then `fusion.fuse` in SQL (the same ranks, the same sums of 1/(k + rank) in
-double precision, the same order: score, then id, whose order as `uuid` is its order as text), and `links_sql`'s
-expansion from the fused hits. One statement reads one snapshot, so a hit is never missing its row.
+double precision, the same order: score, then id, whose order as `uuid` is its order as text), the search of the
+period (`search.period_plan`: its finds join the hits with their rank there), and `links_sql`'s expansion from the
+hits. One statement reads one snapshot, so a hit is never missing its row.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from shared.storage import bm25, search
 from shared.storage.rows import MemoryFilter, SectorVector
 from shared.storage.search import FetchedLinks, dense_plan, links_of, links_sql
 
-HIT_COLUMNS = ("lexical_rank", "lexical_score", "dense_rank", "dense_similarity", "rrf_score")
+HIT_COLUMNS = ("lexical_rank", "lexical_score", "dense_rank", "dense_similarity", "rrf_score", "period_rank")
 # The payload (`selected.fetch_payloads`' columns) comes with the hits the hot-row cache does not keep (those not both
 # hot and uncompressed: shared.retrieval.hot_rows.cacheable), so that returning them takes no round trip more.
 CARRIED = "f.id IS NOT NULL AND NOT (m.tier = 'hot' AND m.compression = 'full')"
@@ -80,11 +82,14 @@ def fused_with_links(
     rrf_k: int,
     max_hops: int,
     ladder: Callable[[int], Sequence[int]],
+    period: tuple[str, dict[str, Any]] | None = None,
     on_read: Callable[[], None] | None = None,
 ) -> FusedHits:
     """The `limit` best of full text (`lexical`: `bm25.lexical_plan`'s statement, None for none) and the vector
     search of the `searched` sectors (none when empty) fused by RRF, and their rows and links up to `max_hops`
     away, each row's cosine measured with `queries` (the query as every sector's model embeds it).
+    `period`: `search.period_plan`'s statement, or None; what it finds is a hit too, with its `period_rank` (and,
+    when no ranker found it, its similarity there as `dense_similarity`), after the fused ones in that rank's order.
     `on_read`: called once the statement's rows are in, before they are read (the caller's timing)."""
     params: dict[str, Any] = {"user_id": user_id, "max_hops": max_hops, "rrf_k": rrf_k}
     if lexical is not None:
@@ -98,6 +103,11 @@ def fused_with_links(
     else:
         dense_sql = "SELECT CAST(NULL AS uuid) AS memory_id, CAST(NULL AS double precision) AS sim WHERE false"
     params["dense_min"] = dense_min_similarity
+    if period is not None:
+        period_sql, period_params = period
+        params |= period_params
+    else:
+        period_sql = "SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS double precision) AS sim WHERE false"
     # The `WITH` of links_sql continues the candidates' CTEs.
     expansion = links_sql(
         queries,
@@ -105,7 +115,7 @@ def fused_with_links(
         params,
         hit_ids="ARRAY(SELECT id FROM fused)",
         known_cosine="ARRAY(SELECT id FROM fused WHERE dense_similarity IS NOT NULL)",
-        extra_columns=", f.lexical_rank, f.lexical_score, f.dense_rank, f.dense_similarity, f.rrf_score, "
+        extra_columns=", " + ", ".join(f"f.{column}" for column in HIT_COLUMNS) + ", "
         f"f.id IS NOT NULL AS hit, (SELECT max(score) FROM lexical) AS max_lexical, {CARRIED} AS carried, "
         + PAYLOAD_COLUMNS,
         joins=" LEFT JOIN fused f ON f.id = m.id",
@@ -122,7 +132,7 @@ def fused_with_links(
             SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS rank FROM dense_best
             WHERE sim >= :dense_min
         ),
-        fused AS MATERIALIZED (
+        ranked AS MATERIALIZED (
             SELECT COALESCE(l.id, d.id) AS id, l.rank AS lexical_rank, l.score AS lexical_score,
                    d.rank AS dense_rank, d.sim AS dense_similarity,
                    COALESCE(CAST(1 AS double precision) / (:rrf_k + l.rank), 0)
@@ -130,6 +140,15 @@ def fused_with_links(
             FROM lexical_ranked l FULL JOIN dense_ranked d ON d.id = l.id
             ORDER BY rrf_score DESC, id
             LIMIT {int(limit)}
+        ),
+        period_ranked AS MATERIALIZED (
+            SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS rank FROM ({period_sql}) AS found
+        ),
+        fused AS MATERIALIZED (
+            SELECT r.*, p.rank AS period_rank FROM ranked r LEFT JOIN period_ranked p ON p.id = r.id
+            UNION ALL
+            SELECT p.id, NULL, NULL, NULL, p.sim, 0, p.rank FROM period_ranked p
+            WHERE NOT EXISTS (SELECT 1 FROM ranked r WHERE r.id = p.id)
         )
         {expansion}
         """
@@ -151,5 +170,6 @@ def fused_with_links(
                 "metadata": payload["meta"] or {},
                 "document_id": payload["document_id"],
             }
-    hits.sort(key=lambda h: (-h["rrf_score"], str(h["id"])))
+    # the fused hits by score, then what only the period's search found, in its order there
+    hits.sort(key=lambda h: (-h["rrf_score"], h["period_rank"] if h["rrf_score"] == 0 else 0, str(h["id"])))
     return FusedHits(hits, max_lexical, links_of(rows, user_id))

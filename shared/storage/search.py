@@ -300,23 +300,29 @@ def links_of(rows: Sequence[dict[str, Any]], user_id: str) -> FetchedLinks:
 
 
 def _cosine_branches(
-    queries: Mapping[str, SectorVector], ladder: Callable[[int], Sequence[int]], params: dict[str, Any]
+    queries: Mapping[str, SectorVector],
+    ladder: Callable[[int], Sequence[int]],
+    params: dict[str, Any],
+    *,
+    prefix: str = "c",
 ) -> str:
     """SQL `WHEN … THEN` branches giving memory `m` the query's similarity to its primary-sector vector (a
-    compressed memory compared with the query pooled to its rung); adds the query vectors to `params`."""
+    compressed memory compared with the query pooled to its rung); adds the query vectors to `params`, named with
+    `prefix` (a statement holding several of these, or `dense_plan`'s, keeps each one's models and vectors apart)."""
     branches = []
     for g, (query, sectors) in enumerate(group_sectors(queries)):
-        params |= {f"model{g}": query.model, f"qs{g}": sectors}
+        model, wanted = f"{prefix}model{g}", f"{prefix}qs{g}"
+        params |= {model: query.model, wanted: sectors}
         rungs = query_rungs(query.vector, ladder)
         for dim, vector in rungs.items():
-            params[f"q{g}_{dim}"] = Vector(vector)
-        pooled_query = " ".join(f"WHEN {dim} THEN CAST(:q{g}_{dim} AS vector)" for dim in rungs)
+            params[f"{prefix}q{g}_{dim}"] = Vector(vector)
+        pooled_query = " ".join(f"WHEN {dim} THEN CAST(:{prefix}q{g}_{dim} AS vector)" for dim in rungs)
         branches.append(
-            f"""WHEN m.primary_sector = ANY(CAST(:qs{g} AS text[])) THEN
+            f"""WHEN m.primary_sector = ANY(CAST(:{wanted} AS text[])) THEN
                        (SELECT 1 - (v.embedding <=> CASE v.dim {pooled_query} END)
                         FROM memory_vectors v
                         WHERE v.memory_id = m.id AND v.sector = m.primary_sector
-                          AND v.dim IN ({", ".join(str(d) for d in rungs)}) AND v.model = :model{g})"""
+                          AND v.dim IN ({", ".join(str(d) for d in rungs)}) AND v.model = :{model})"""
         )
     return " ".join(branches)
 
@@ -340,24 +346,41 @@ def period_candidates(
     Exact, not approximate: the `scan_limit` latest memories of the period are compared with the query (the
     (user_id, occurred) index gives them in order), so a narrow period ("yesterday") is searched whole and a
     broad one ("2023" in a large store) costs at most `scan_limit` comparisons. Memories without a vector
-    of the query's model (a fingerprint) are left out."""
+    of the query's model (a fingerprint) are left out. The read path runs `period_plan` inside its one statement."""
     if not queries or start >= end:
         return []
+    statement, params = period_plan(
+        queries, start=start, end=end, where=where, limit=limit, scan_limit=scan_limit, ladder=ladder
+    )
+    rows = read_rows(session, statement, params | {"user_id": user_id})
+    return [(r.id, float(r.sim)) for r in rows]
+
+
+def period_plan(
+    queries: Mapping[str, SectorVector],
+    *,
+    start: datetime,
+    end: datetime,
+    where: MemoryFilter,
+    limit: int,
+    scan_limit: int,
+    ladder: Callable[[int], Sequence[int]],
+) -> tuple[str, dict[str, Any]]:
+    """`period_candidates`' statement (`id`, `sim`, best first) and its parameters but `user_id`."""
     clause, params = where.sql("m")
-    branches = _cosine_branches(queries, ladder, params)
+    branches = _cosine_branches(queries, ladder, params, prefix="p")
     happened = occurred_sql("m")
-    rows = read_rows(
-        session,
+    params |= {"period_start": start, "period_end": end}
+    return (
         f"""
             WITH period AS MATERIALIZED (
                 SELECT m.id, m.primary_sector FROM memories m
-                WHERE m.user_id = :user_id AND {happened} >= :p_start AND {happened} < :p_end{clause}
+                WHERE m.user_id = :user_id AND {happened} >= :period_start AND {happened} < :period_end{clause}
                 ORDER BY {happened} DESC
-                LIMIT :scan_limit
+                LIMIT {int(scan_limit)}
             ),
             measured AS (SELECT m.id, CASE {branches} END AS sim FROM period m)
-            SELECT id, sim FROM measured WHERE sim IS NOT NULL ORDER BY sim DESC, id LIMIT :limit
+            SELECT id, sim FROM measured WHERE sim IS NOT NULL ORDER BY sim DESC, id LIMIT {int(limit)}
             """,
-        params | {"user_id": user_id, "p_start": start, "p_end": end, "scan_limit": scan_limit, "limit": limit},
+        params,
     )
-    return [(r.id, float(r.sim)) for r in rows]

@@ -105,10 +105,10 @@ def test_the_period_a_query_names_is_searched_on_its_own(db, tenant, settings):
     outcome = ask(retriever, "ferry crossing in May 2023")
     top = outcome.matches[0][0]
     assert top.id == then["id"] and top.period_rank == 1 and top.lexical_rank is None and top.dense_rank is None
-    assert top.components["period"] == pytest.approx(1.0) and "period" in outcome.timings_ms
+    assert top.components["period"] == pytest.approx(1.0)
     assert len(outcome.matches) == 2 and outcome.matches[1][0].period_rank is None  # the only one of the period
 
     blind = Retriever(weighty.model_copy(update={"period_scan_limit": 0}), SyntheticEmbedder(dim=384))
     assert then["id"] not in {c.id for c, _ in ask(blind, "ferry crossing in May 2023").matches}  # re-ranking alone
     outcome = ask(retriever, "ferry crossing in May")  # every May: unbounded, not searched on its own
-    assert then["id"] not in {c.id for c, _ in outcome.matches} and "period" not in outcome.timings_ms
+    assert then["id"] not in {c.id for c, _ in outcome.matches}

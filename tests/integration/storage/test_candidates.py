@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import text
 
 from shared.api.memories import MemoryCreate
+from shared.api.query import QueryFilters
+from shared.embedding.synthetic import SyntheticEmbedder
+from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
-from shared.retrieval.fusion import fuse
+from shared.retrieval.fusion import Candidate, fuse
+from shared.retrieval.service import Retriever
 from shared.storage import bm25, search, selected
 from shared.storage.candidates import fused_with_links, prelude
 from shared.storage.rows import MemoryFilter, SectorVector
+from tests.integration.helpers import search as search_as_user
 
 pytestmark = pytest.mark.integration
 
@@ -26,6 +32,7 @@ WHAT = [
     "the security audit",
     "piano lessons",
 ]
+MAY = (datetime(2023, 5, 1, tzinfo=UTC), datetime(2023, 6, 1, tzinfo=UTC))
 WHEN = ["on Monday", "next week", "after lunch", "by email", "before the deadline", "with some doubts"]
 
 
@@ -49,6 +56,8 @@ def store(db, maintenance, engine, tenant):
         engine.store(s, engine.prepare(items[60:], tenant)[0], settle=False)
         ids = [r.id for r in s.execute(text("SELECT id FROM memories ORDER BY created_at, id")).all()]
         s.execute(text("UPDATE memories SET tier = 'hot' WHERE id = ANY(:ids)"), {"ids": ids[::5]})
+        # a few happened in May 2023, settled and fresh (a period's search finds them whatever their words)
+        s.execute(text("UPDATE memories SET occurred_at = :may WHERE id = ANY(:ids)"), {"may": MAY[0], "ids": ids[::9]})
         for src, dst, kind in [(ids[0], ids[1], "next"), (ids[1], ids[2], "next"), (ids[3], ids[64], "contradicts")]:
             s.execute(
                 text("INSERT INTO waypoints (src_id, dst_id, user_id, kind, weight) VALUES (:a, :b, :u, :k, 0.8)"),
@@ -57,8 +66,9 @@ def store(db, maintenance, engine, tenant):
     return texts
 
 
-def apart(session, tenant, queries, searched, query, *, where, lexical_on, max_hops, settings, limit=32):
-    """The stages as they run on their own: full text, the vector search, RRF in Python, then the fetch."""
+def apart(session, tenant, queries, searched, query, *, where, lexical_on, max_hops, settings, period, limit=32):
+    """The stages as they run on their own: full text, the vector search, RRF in Python, the search of the period
+    (its finds added after the fused hits, with their rank there), then the fetch."""
     p = settings.retrieval
     ladder = settings.compression.ladder
     lexical = (
@@ -71,6 +81,23 @@ def apart(session, tenant, queries, searched, query, *, where, lexical_on, max_h
     )
     dense = [(i, sim) for i, sim in dense if sim >= p.dense_min_similarity]
     hits = fuse(lexical, dense, rrf_k=p.rrf_k, limit=limit)
+    anchored = (
+        search.period_candidates(
+            session,
+            tenant,
+            searched,
+            start=period[0],
+            end=period[1],
+            where=where,
+            limit=limit,
+            scan_limit=p.period_scan_limit,
+            ladder=ladder,
+        )
+        if period
+        else []
+    )
+    for rank, (memory_id, sim) in enumerate(anchored, start=1):
+        hits.setdefault(memory_id, Candidate(memory_id, dense_similarity=sim)).period_rank = rank
     fetched = search.fetch_with_links(
         session,
         tenant,
@@ -84,20 +111,27 @@ def apart(session, tenant, queries, searched, query, *, where, lexical_on, max_h
 
 
 @pytest.mark.parametrize(
-    ("query", "where", "lexical_on", "dense_on", "max_hops"),
+    ("query", "where", "lexical_on", "dense_on", "max_hops", "period"),
     [
-        ("Bob planned the roof repair", MemoryFilter(), True, True, 2),
-        ("a trip to Lisbon next week", MemoryFilter(), True, True, 1),
-        ("green tea", MemoryFilter(tags=["home"]), True, True, 2),
-        ("the security audit", MemoryFilter(sectors=["semantic", "episodic"]), True, True, 2),
-        ("Dr. Chen forgot piano", MemoryFilter(), False, True, 2),
-        ("Dr. Chen forgot piano", MemoryFilter(), True, False, 2),
-        ("zebra quantum", MemoryFilter(), True, True, 2),  # no word of the store
+        ("Bob planned the roof repair", MemoryFilter(), True, True, 2, None),
+        ("a trip to Lisbon next week", MemoryFilter(), True, True, 1, None),
+        ("green tea", MemoryFilter(tags=["home"]), True, True, 2, None),
+        ("the security audit", MemoryFilter(sectors=["semantic", "episodic"]), True, True, 2, None),
+        ("Dr. Chen forgot piano", MemoryFilter(), False, True, 2, None),
+        ("Dr. Chen forgot piano", MemoryFilter(), True, False, 2, None),
+        ("zebra quantum", MemoryFilter(), True, True, 2, None),  # no word of the store
+        ("what did Bob plan in May 2023", MemoryFilter(), True, True, 2, MAY),
+        ("green tea in May 2023", MemoryFilter(tags=["home"]), True, True, 2, MAY),
+        ("the security audit in May 2023", MemoryFilter(sectors=["semantic", "episodic"]), True, True, 1, MAY),
+        ("zebra quantum this year", MemoryFilter(), True, True, 2, "now"),  # only the period finds anything
     ],
 )
 def test_the_one_statement_reads_what_the_stages_read_apart(
-    db, engine, tenant, store, settings, query, where, lexical_on, dense_on, max_hops
+    db, engine, tenant, store, settings, query, where, lexical_on, dense_on, max_hops, period
 ):
+    if period == "now":  # every memory not moved to May 2023
+        year = datetime.now(UTC).year
+        period = (datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC))
     vector = engine.embedder.embed([query])[0]
     queries = {s: SectorVector(engine.embedder.model, vector) for s in SECTORS}
     # the filter's sectors are the ones searched (the read path's rule); the rows' cosines use every sector's query
@@ -114,6 +148,7 @@ def test_the_one_statement_reads_what_the_stages_read_apart(
             lexical_on=lexical_on,
             max_hops=max_hops,
             settings=settings,
+            period=period,
         )
         smaller = search.smaller_rungs(searched, ladder) if searched else []
         terms, present = prelude(s, tenant, query, settings.lexical.config, list(searched), smaller)
@@ -132,15 +167,22 @@ def test_the_one_statement_reads_what_the_stages_read_apart(
             rrf_k=settings.retrieval.rrf_k,
             max_hops=max_hops,
             ladder=ladder,
+            period=search.period_plan(
+                searched,
+                start=period[0],
+                end=period[1],
+                where=where,
+                limit=32,
+                scan_limit=settings.retrieval.period_scan_limit,
+                ladder=ladder,
+            )
+            if period
+            else None,
         )
         payloads = selected.fetch_payloads(s, tenant, [h["id"] for h in together.hits])
-    expected = [
-        (c.id, c.lexical_rank, c.lexical_score, c.dense_rank, c.dense_similarity, c.rrf_score) for c in hits.values()
-    ]
-    got = [
-        (h["id"], h["lexical_rank"], h["lexical_score"], h["dense_rank"], h["dense_similarity"], h["rrf_score"])
-        for h in together.hits
-    ]
+    columns = ("lexical_rank", "lexical_score", "dense_rank", "dense_similarity", "rrf_score", "period_rank")
+    expected = [(c.id, *(getattr(c, name) for name in columns)) for c in hits.values()]
+    got = [(h["id"], *(h[name] for name in columns)) for h in together.hits]
     assert got == expected  # the same hits in the same order, with exactly the same ranks and scores
     assert together.max_lexical == max_lexical
     hit_ids = {h["id"] for h in together.hits}
@@ -155,5 +197,35 @@ def test_the_one_statement_reads_what_the_stages_read_apart(
         assert sorted(mine, key=str) == sorted(theirs, key=str)
     if query != "zebra quantum":
         assert expected, "the query should find something"
+    if period:  # the period's search found some, and (unfiltered, more than the rankers keep) some they did not
+        assert any(c.period_rank for c in hits.values())
+        assert where.active or any(c.period_rank and not c.rrf_score for c in hits.values())
     if query == "Bob planned the roof repair":
         assert fetched.links and len(fetched.rows) > len(expected)  # memories reached through the links too
+
+
+class Renamed(SyntheticEmbedder):
+    model = "synthetic-hash-v1-renamed"  # another model as far as the store goes, and another dimension below
+
+
+def test_a_sector_of_its_own_model_asked_alone_is_searched_with_its_own_query(make_store, settings):
+    """The statement's searched sectors and its rows' cosines group the query by model apart: asked for only the
+    sector of the second model, the vector search is that model's (their parameters once shared names)."""
+    _, db = make_store("candidates_two_models")
+    base, other = SyntheticEmbedder(dim=384), Renamed(dim=128)
+    advanced = settings.model_copy(update={"embed_mode": "advanced"})
+    embedders = {sector: other if sector == "reflective" else base for sector in SECTORS}
+    engine = MemoryEngine(advanced, base, sector_embedders=embedders)
+    with db.session("rae") as s:
+        memory, _ = engine.add(s, "rae", MemoryCreate(content="Looking back, I realized I learned to slow down"))
+    assert "reflective" in memory["sectors"]
+    with db.reading("rae") as s:
+        outcome = search_as_user(
+            Retriever(advanced, engine.embedders),
+            s,
+            "rae",
+            "looking back I realized",
+            filters=QueryFilters(sectors=["reflective"], min_score=0),
+        )
+    found = {c.id: c for c, _ in outcome.matches}
+    assert found[memory["id"]].dense_rank == 1 and found[memory["id"]].dense_similarity > 0.3
