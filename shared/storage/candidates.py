@@ -103,11 +103,25 @@ def fused_with_links(
     else:
         dense_sql = "SELECT CAST(NULL AS uuid) AS memory_id, CAST(NULL AS double precision) AS sim WHERE false"
     params["dense_min"] = dense_min_similarity
-    if period is not None:
+    # The hits: the fused ones; with a period, those joined by what its search found (the CTEs only then: on every
+    # other query they cost the statement ~0.7 ms, measured).
+    if period is None:
+        hits_sql = f"""fused AS MATERIALIZED (
+            SELECT *, CAST(NULL AS bigint) AS period_rank FROM ranked ORDER BY rrf_score DESC, id LIMIT {int(limit)}
+        )"""
+    else:
         period_sql, period_params = period
         params |= period_params
-    else:
-        period_sql = "SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS double precision) AS sim WHERE false"
+        hits_sql = f"""best AS MATERIALIZED (SELECT * FROM ranked ORDER BY rrf_score DESC, id LIMIT {int(limit)}),
+        period_ranked AS MATERIALIZED (
+            SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS rank FROM ({period_sql}) AS found
+        ),
+        fused AS MATERIALIZED (
+            SELECT b.*, p.rank AS period_rank FROM best b LEFT JOIN period_ranked p ON p.id = b.id
+            UNION ALL
+            SELECT p.id, NULL, NULL, NULL, p.sim, 0, p.rank FROM period_ranked p
+            WHERE NOT EXISTS (SELECT 1 FROM best b WHERE b.id = p.id)
+        )"""
     # The `WITH` of links_sql continues the candidates' CTEs.
     expansion = links_sql(
         queries,
@@ -132,24 +146,14 @@ def fused_with_links(
             SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS rank FROM dense_best
             WHERE sim >= :dense_min
         ),
-        ranked AS MATERIALIZED (
+        ranked AS (
             SELECT COALESCE(l.id, d.id) AS id, l.rank AS lexical_rank, l.score AS lexical_score,
                    d.rank AS dense_rank, d.sim AS dense_similarity,
                    COALESCE(CAST(1 AS double precision) / (:rrf_k + l.rank), 0)
                      + COALESCE(CAST(1 AS double precision) / (:rrf_k + d.rank), 0) AS rrf_score
             FROM lexical_ranked l FULL JOIN dense_ranked d ON d.id = l.id
-            ORDER BY rrf_score DESC, id
-            LIMIT {int(limit)}
         ),
-        period_ranked AS MATERIALIZED (
-            SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS rank FROM ({period_sql}) AS found
-        ),
-        fused AS MATERIALIZED (
-            SELECT r.*, p.rank AS period_rank FROM ranked r LEFT JOIN period_ranked p ON p.id = r.id
-            UNION ALL
-            SELECT p.id, NULL, NULL, NULL, p.sim, 0, p.rank FROM period_ranked p
-            WHERE NOT EXISTS (SELECT 1 FROM ranked r WHERE r.id = p.id)
-        )
+        {hits_sql}
         {expansion}
         """
     rows = read_rows(session, statement, params, as_dicts=True)
