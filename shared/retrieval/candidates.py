@@ -3,7 +3,8 @@
 The query is embedded once per model; full text (BM25 with the tenant's statistics) and the vector search
 (each searched sector's HNSW index, and the fresh tier exactly) each return k x 4 candidates, fused by RRF; when
 the query names a bounded period ("in May 2023", "yesterday"), the memories of that period are searched on their
-own too. Full text may run on a second connection beside embedding and the dense search.
+own too. All of it is one statement (`storage.candidates`); what that statement needs first (the query terms'
+statistics) may be read on a second connection while the query is embedded.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from shared.retrieval.service import Ask, Stopwatch
 
 SessionFactory = Callable[[], AbstractContextManager[Session]]
-Ranked = list[tuple[uuid.UUID, float]]
 
 
 @dataclass

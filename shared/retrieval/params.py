@@ -24,6 +24,6 @@ class RetrievalParams:
     # Time anchoring searches the period a query names on its own too: the latest this many memories of it,
     # compared exactly with the query (0 = off)
     period_scan_limit: int = 1_000
-    # The full-text stage runs on a second connection beside embedding and the dense search; its threads per
-    # process. 0 runs the stages one after the other on one connection.
+    # What the one statement needs first (the query terms' statistics, the compressed rungs' probe) is read on a
+    # second connection while the query is embedded; its threads per process. 0 reads it after, on one connection.
     parallel_threads: int = 16
