@@ -123,7 +123,7 @@ def apart(session, tenant, queries, searched, query, *, where, lexical_on, max_h
         ("what did Bob plan in May 2023", MemoryFilter(), True, True, 2, MAY),
         ("green tea in May 2023", MemoryFilter(tags=["home"]), True, True, 2, MAY),
         ("the security audit in May 2023", MemoryFilter(sectors=["semantic", "episodic"]), True, True, 1, MAY),
-        ("zebra quantum this year", MemoryFilter(), True, True, 2, "now"),  # only the period finds anything
+        ("zebra quantum this year", MemoryFilter(), True, True, 2, "now"),  # no word of the store; all in the period
     ],
 )
 def test_the_one_statement_reads_what_the_stages_read_apart(
