@@ -49,8 +49,8 @@ class Found:
     sectors: tuple[str, ...]  # the sectors whose vectors were searched
     max_lexical: float  # the best BM25 score: lexical strength is relative to it
     period: Period | None  # the period the query names, if time anchoring is on
+    fetched: FetchedLinks  # the hits' rows and links, read with the candidates
     calls: list[EmbedCall] = field(default_factory=list)  # model calls made (not cache hits)
-    fetched: FetchedLinks | None = None  # the hits' rows and links, when read with the candidates
 
 
 class CandidateSearch:
@@ -151,7 +151,7 @@ class CandidateSearch:
         )
         hits = {h["id"]: Candidate(**h) for h in found.hits}
         watch.lap("fetch")
-        return Found(hits, queries, sectors, found.max_lexical, period, calls, fetched=found.fetched)
+        return Found(hits, queries, sectors, found.max_lexical, period, found.fetched, calls)
 
     def _prelude(
         self, session: Session, ask: Ask, sectors: Sequence[str], dims: Sequence[int]

@@ -1,31 +1,27 @@
 """Stage 2 of the read path: the hits' rows and their waypoints, and what the links and time add to them.
 
-One round trip reads the hits, the memories up to two association or reading-order links away, each with
-the query's cosine to it, and the links among them. Then, in Python: spreading activation from the hits
-(OpenMem), the filters applied to what the links reached, context support along reading order, and time
-anchoring (which candidates occurred in the period the query names).
+The candidates' one statement (`storage.candidates`) read the hits, the memories up to two association or
+reading-order links away, each with the query's cosine to it, and the links among them. Then, in Python:
+spreading activation from the hits (OpenMem), the filters applied to what the links reached, context support
+along reading order, and time anchoring (which candidates occurred in the period the query names).
 """
 
 from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
-
-from sqlalchemy.orm import Session
 
 from shared.retrieval.candidates import Found
 from shared.retrieval.fusion import Candidate
 from shared.retrieval.graph import context_support, spread_activation
 from shared.retrieval.scoring import relevance
-from shared.storage import search
 from shared.storage.rows import happened_at
 
 if TYPE_CHECKING:
-    from shared.retrieval.service import Ask, Stopwatch
+    from shared.retrieval.service import Ask
 
 
 @dataclass
@@ -38,29 +34,9 @@ class Expanded:
     contradicts: list[tuple[uuid.UUID, uuid.UUID]]
 
 
-def expand(
-    session: Session,
-    ask: Ask,
-    found: Found,
-    watch: Stopwatch,
-    *,
-    max_hops: int,
-    ladder: Callable[[int], Sequence[int]],
-) -> Expanded:
+def expand(ask: Ask, found: Found, *, max_hops: int) -> Expanded:
     hits, options, scoring = found.hits, ask.options, ask.scoring
-    if found.fetched is not None:  # read with the candidates
-        rows, links, reading_order, contradicts = found.fetched
-    else:
-        rows, links, reading_order, contradicts = search.fetch_with_links(
-            session,
-            ask.user_id,
-            list(hits),
-            found.queries,
-            known_cosine=[i for i, c in hits.items() if c.dense_similarity is not None],
-            max_hops=max_hops if options.waypoints else 1,
-            ladder=ladder,
-        )
-        watch.lap("fetch")
+    rows, links, reading_order, contradicts = found.fetched
 
     def cosine_of(memory_id: uuid.UUID, candidate: Candidate) -> float | None:
         """The query's similarity to the memory; None when it has no vector to compare (a fingerprint)."""

@@ -95,7 +95,6 @@ class Retriever:
         self.params = settings.retrieval
         self.scoring = settings.scoring
         ladder = settings.compression.ladder  # the rungs a model's vectors compress to (decay)
-        self.ladder = ladder
         self.candidates = CandidateSearch(query_embedders, lexical=settings.lexical, params=self.params, ladder=ladder)
         self.selector = Selector(ladder, row_cache)
 
@@ -146,7 +145,7 @@ class Retriever:
         ask = self.ask(user_id, request, now)
         watch = Stopwatch()
         found = self.candidates.find(session, ask, watch, side_session)
-        expanded = expand(session, ask, found, watch, max_hops=self.params.max_hops, ladder=self.ladder)
+        expanded = expand(ask, found, max_hops=self.params.max_hops)
         scored = score_all(
             expanded.candidates,
             expanded.rows,

@@ -327,35 +327,6 @@ def _cosine_branches(
     return " ".join(branches)
 
 
-def period_candidates(
-    session: Session,
-    user_id: str,
-    queries: Mapping[str, SectorVector],
-    *,
-    start: datetime,
-    end: datetime,
-    where: MemoryFilter,
-    limit: int,
-    scan_limit: int,
-    ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
-) -> list[tuple[uuid.UUID, float]]:
-    """The tenant's memories that happened in [start, end) (occurred_at, else when stored) and pass `where`,
-    most similar to the query first (best `limit`): the period a query names, searched on its own, so time
-    anchoring can rank what happened then even when neither the words nor the vector search found it.
-
-    Exact, not approximate: the `scan_limit` latest memories of the period are compared with the query (the
-    (user_id, occurred) index gives them in order), so a narrow period ("yesterday") is searched whole and a
-    broad one ("2023" in a large store) costs at most `scan_limit` comparisons. Memories without a vector
-    of the query's model (a fingerprint) are left out. The read path runs `period_plan` inside its one statement."""
-    if not queries or start >= end:
-        return []
-    statement, params = period_plan(
-        queries, start=start, end=end, where=where, limit=limit, scan_limit=scan_limit, ladder=ladder
-    )
-    rows = read_rows(session, statement, params | {"user_id": user_id})
-    return [(r.id, float(r.sim)) for r in rows]
-
-
 def period_plan(
     queries: Mapping[str, SectorVector],
     *,
@@ -366,7 +337,16 @@ def period_plan(
     scan_limit: int,
     ladder: Callable[[int], Sequence[int]],
 ) -> tuple[str, dict[str, Any]]:
-    """`period_candidates`' statement (`id`, `sim`, best first) and its parameters but `user_id`."""
+    """The tenant's memories that happened in [start, end) (occurred_at, else when stored) and pass `where`,
+    most similar to the query first (best `limit`): the period a query names, searched on its own, so time
+    anchoring can rank what happened then even when neither the words nor the vector search found it. A
+    statement (`id`, `sim`, best first) and its parameters but `user_id`; the read path runs it inside its one
+    statement (`storage.candidates`).
+
+    Exact, not approximate: the `scan_limit` latest memories of the period are compared with the query (the
+    (user_id, occurred) index gives them in order), so a narrow period ("yesterday") is searched whole and a
+    broad one ("2023" in a large store) costs at most `scan_limit` comparisons. Memories without a vector
+    of the query's model (a fingerprint) are left out."""
     clause, params = where.sql("m")
     branches = _cosine_branches(queries, ladder, params, prefix="p")
     happened = occurred_sql("m")

@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from shared.api.memories import MemoryCreate
 from shared.api.query import QueryFilters
+from shared.db import read_rows
 from shared.embedding.synthetic import SyntheticEmbedder
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
@@ -81,10 +82,8 @@ def apart(session, tenant, queries, searched, query, *, where, lexical_on, max_h
     )
     dense = [(i, sim) for i, sim in dense if sim >= p.dense_min_similarity]
     hits = fuse(lexical, dense, rrf_k=p.rrf_k, limit=limit)
-    anchored = (
-        search.period_candidates(
-            session,
-            tenant,
+    if period:  # the period's statement on its own
+        statement, params = search.period_plan(
             searched,
             start=period[0],
             end=period[1],
@@ -93,11 +92,9 @@ def apart(session, tenant, queries, searched, query, *, where, lexical_on, max_h
             scan_limit=p.period_scan_limit,
             ladder=ladder,
         )
-        if period
-        else []
-    )
-    for rank, (memory_id, sim) in enumerate(anchored, start=1):
-        hits.setdefault(memory_id, Candidate(memory_id, dense_similarity=sim)).period_rank = rank
+        anchored = read_rows(session, statement, params | {"user_id": tenant})
+        for rank, row in enumerate(anchored, start=1):
+            hits.setdefault(row.id, Candidate(row.id, dense_similarity=float(row.sim))).period_rank = rank
     fetched = search.fetch_with_links(
         session,
         tenant,
