@@ -57,8 +57,10 @@ def store(db, maintenance, engine, tenant):
         engine.store(s, engine.prepare(items[60:], tenant)[0], settle=False)
         ids = [r.id for r in s.execute(text("SELECT id FROM memories ORDER BY created_at, id")).all()]
         s.execute(text("UPDATE memories SET tier = 'hot' WHERE id = ANY(:ids)"), {"ids": ids[::5]})
-        # a few happened in May 2023, settled and fresh (a period's search finds them whatever their words)
-        s.execute(text("UPDATE memories SET occurred_at = :may WHERE id = ANY(:ids)"), {"may": MAY[0], "ids": ids[::9]})
+        # a few happened in May 2023, settled and fresh (a period's search finds them whatever their words): every
+        # ninth text, so two of them are tagged (the 0th and 63rd) whatever order the rows' ids fall in
+        may = text("UPDATE memories SET occurred_at = :may WHERE content = ANY(:texts)")
+        assert s.execute(may, {"may": MAY[0], "texts": texts[::9]}).rowcount == 10
         for src, dst, kind in [(ids[0], ids[1], "next"), (ids[1], ids[2], "next"), (ids[3], ids[64], "contradicts")]:
             s.execute(
                 text("INSERT INTO waypoints (src_id, dst_id, user_id, kind, weight) VALUES (:a, :b, :u, :k, 0.8)"),
