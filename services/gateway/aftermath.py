@@ -2,10 +2,11 @@
 
 Each query leaves a record: its active-query token, its outcome for the tenant's stats, its reinforcement
 event and the model calls it made. Every `interval` the thread writes all records that came in: one Redis
-round trip for the tokens and one for the stats, one Celery message carrying every reinforcement event, one
-transaction for the embed log lines. Done per query instead, this work cost the gateway two thirds as
-much CPU as answering the query itself, and ran beside the next query. A crash loses at most one interval
-of it: the active-query tokens expire on their own, reinforcement and the log were best-effort already.
+round trip for the tokens, one for the stats and one for the query embeddings new to the cache, one Celery
+message carrying every reinforcement event, one transaction for the embed log lines. Done per query instead,
+this work cost the gateway two thirds as much CPU as answering the query itself, and ran beside the next query.
+A crash loses at most one interval of it: the active-query tokens expire on their own, reinforcement, the log
+and the cache were best-effort already.
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ class QueryAftermath:
 def write_batch(state: Any, batch: Batch) -> None:
     """The gateway's writer: each step on its own, so an outage of one costs that step only."""
     queries_finished(state.redis, batch.tokens)
+    for cache in state.query_caches:  # the query embeddings computed since the last flush
+        cache.flush()
     retrieval_stats.record_many(state.redis, batch.outcomes)
     if batch.events:
         state.enqueue(ReinforceBatch(events=batch.events))

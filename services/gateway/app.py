@@ -97,7 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         cached: dict[int, EmbeddingProvider] = {}  # one cache wrapper per provider, shared by its sectors
         for provider in sector_embedders.values():
             cached.setdefault(
-                id(provider), CachedEmbedder(provider, redis_client, ttl_seconds=ttl) if ttl else provider
+                id(provider),
+                CachedEmbedder(provider, redis_client, ttl_seconds=ttl, write_behind=True) if ttl else provider,
             )
         row_ttl = settings.hot_row_cache_ttl_seconds
         row_cache = (
@@ -121,6 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             aftermath=aftermath,
             limiter=RateLimiter(redis_client, settings.rate_limits),
             lexical_db=lexical_db,
+            query_caches=tuple(c for c in cached.values() if isinstance(c, CachedEmbedder)),
         )
         store_counts = (
             metrics.DocumentsCollector(store_wide),

@@ -10,9 +10,8 @@ from services.gateway import metrics
 from services.gateway.aftermath import QueryRecord
 from services.gateway.state import GatewayState
 from shared.api.query import QueryRequest
-from shared.backpressure import Quota
 from shared.jobs import ReinforceHits
-from shared.lifecycle.activity import query_finished, query_started
+from shared.lifecycle.activity import query_finished
 from shared.retrieval import stats as retrieval_stats
 from shared.retrieval.service import QueryOutcome
 
@@ -20,8 +19,8 @@ from shared.retrieval.service import QueryOutcome
 def run_query(state: GatewayState, user_id: str, body: QueryRequest) -> QueryOutcome:
     """Answer `body` for `user_id` (charged to its query quota); what follows the answer is left to the aftermath."""
     settings = state.settings
-    state.limiter.charge(user_id, Quota.QUERIES)
-    active = query_started(state.redis, settings.active_query_ttl_seconds)  # the decay cycle waits for us
+    # charged to the tenant's quota, and counted active: the decay cycle waits for us
+    active = state.limiter.admit_query(user_id, settings.active_query_ttl_seconds)
     try:
         with state.db.reading(user_id) as session:
             # never the query's own pool, and acting for the same tenant

@@ -19,10 +19,13 @@ import redis
 from services.gateway import metrics
 from shared.backpressure import UNITS, Quota, RateLimits, bucket_key
 from shared.errors import RateLimited
+from shared.lifecycle.activity import ACTIVE_QUERIES_KEY, new_token, query_started
 
 log = logging.getLogger("mnemoflow.gateway")
 
 # KEYS[1]: the bucket (a hash of tokens and when they were counted); ARGV: burst, refill per second, cost.
+# With KEYS[2] (the active queries' sorted set) and ARGV[4], ARGV[5] (a query's token and its expiry), an allowed
+# query is also counted active: one round trip where the query's path had two.
 # Redis's clock, not the gateways': every process refills the bucket at the same pace. A full bucket is no key
 # at all: it expires once it would have refilled.
 _TAKE = """
@@ -46,6 +49,9 @@ if tokens >= cost then
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
+if allowed == 1 and #KEYS > 1 then
+    redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
+end
 return {allowed, tostring(tokens)}
 """
 
@@ -62,20 +68,43 @@ class RateLimiter:
     def __init__(self, client: redis.Redis, limits: RateLimits, *, pause_seconds: float = 5.0) -> None:
         self.limits = limits
         self.pause_seconds = pause_seconds
+        self._client = client
         self._take = client.register_script(_TAKE)  # EVALSHA, loading the script when Redis lacks it
         self._unchecked_until = 0.0
 
     def charge(self, tenant: str, quota: Quota, units: int = 1) -> None:
         """Take `units` from the tenant's `quota`; raises RateLimited (429) when they do not fit now."""
+        if self._checking():
+            self._take_or_refuse(tenant, quota, units)
+
+    def admit_query(self, tenant: str, ttl_seconds: float) -> str | None:
+        """Charge a query to the tenant's quota and count it active (shared.lifecycle.activity), in one round trip.
+        Returns its active-query token (None when Redis could not count it); raises RateLimited like `charge`."""
+        if not self._checking():
+            return query_started(self._client, ttl_seconds)
+        token, expires = new_token(ttl_seconds)
+        counted = self._take_or_refuse(tenant, Quota.QUERIES, 1, active=(token, expires))
+        return token if counted else None
+
+    def _checking(self) -> bool:
         if not self.limits.enabled:
-            return
+            return False
         if time.monotonic() < self._unchecked_until:
             metrics.RATE_LIMIT_UNCHECKED.inc()
-            return
+            return False
+        return True
+
+    def _take_or_refuse(self, tenant: str, quota: Quota, units: int, active: tuple[str, float] | None = None) -> bool:
+        """True when taken, False when Redis did not answer (unchecked); raises RateLimited when refused."""
         bucket = self.limits.bucket(quota)
         cost = bucket.cost_of(units)
+        keys = [bucket_key(quota, tenant)]
+        args: list[str | float] = [bucket.burst, bucket.per_second, cost]
+        if active is not None:
+            keys.append(ACTIVE_QUERIES_KEY)
+            args.extend(active)
         try:
-            allowed, tokens = self._take(keys=[bucket_key(quota, tenant)], args=[bucket.burst, bucket.per_second, cost])
+            allowed, tokens = self._take(keys=keys, args=args)
         except redis.RedisError as exc:
             self._unchecked_until = time.monotonic() + self.pause_seconds
             metrics.RATE_LIMIT_UNCHECKED.inc()
@@ -84,9 +113,9 @@ class RateLimiter:
                 self.pause_seconds,
                 exc,
             )
-            return
+            return False
         if int(allowed):
-            return
+            return True
         retry_after = bucket.seconds_until(cost, float(tokens))
         metrics.RATE_LIMITED.labels(quota=str(quota)).inc()
         burst_name, rate_name = _SETTINGS[quota]

@@ -18,6 +18,7 @@ from services.gateway.aftermath import QueryAftermath
 from services.gateway.ratelimit import RateLimiter
 from shared.config import Settings
 from shared.db import Database
+from shared.embedding.cache import CachedEmbedder
 from shared.jobs import Message
 from shared.memory.engine import MemoryEngine
 from shared.queueing import send
@@ -64,6 +65,7 @@ class GatewayState:
     aftermath: QueryAftermath  # a query's bookkeeping after its response
     limiter: RateLimiter  # the tenants' quotas
     lexical_db: Database | None = None  # queries' full-text stages, beside them (a pool of its own)
+    query_caches: tuple[CachedEmbedder, ...] = ()  # written behind: flushed by the aftermath thread
 
     @contextlib.contextmanager
     def unit_of_work(

@@ -1,12 +1,19 @@
 """A Redis cache in front of a provider, for query embeddings (key: provider, model, tenant, hash of the text).
 
 Each tenant has entries of its own: a shared entry would answer one tenant's query faster because another asked
-it (its `embed` stage timing, or its latency, would say so), telling it what another tenant asked."""
+it (its `embed` stage timing, or its latency, would say so), telling it what another tenant asked.
+
+The gateway writes new entries behind (`write_behind`): its aftermath thread stores those of every query of the
+last interval in one pipeline, off the queries' path. An entry reaches Redis up to one interval later than written
+through; an erasure's sweep of the tenant's keys meets the same race with a query then in flight either way, and
+every entry expires with its TTL."""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,13 +29,26 @@ class CachedEmbedder:
     """Same interface as the provider it wraps; a Redis outage only costs the cache, never the call."""
 
     def __init__(
-        self, inner: EmbeddingProvider, client: redis.Redis, *, ttl_seconds: int, prefix: str = "mnemoflow:qemb"
+        self,
+        inner: EmbeddingProvider,
+        client: redis.Redis,
+        *,
+        ttl_seconds: int,
+        prefix: str = "mnemoflow:qemb",
+        write_behind: bool = False,
+        max_pending: int = 10_000,
     ) -> None:
         self.inner = inner
         self.client = client
         self.ttl_seconds = ttl_seconds
         self.prefix = f"{prefix}:{inner.name}:{inner.model}:{inner.dim}:"
         self.name, self.model, self.dim = inner.name, inner.model, inner.dim
+        # write_behind: new entries wait in memory for `flush()` (the gateway's aftermath thread calls it), so a
+        # query that misses costs one round trip (the lookup), not two; they are found here meanwhile.
+        self.write_behind = write_behind
+        self.max_pending = max_pending
+        self._pending: dict[str, bytes] = {}
+        self._lock = threading.Lock()
 
     def key(self, text: str, tenant: str = "") -> str:
         # the tenant in braces (a user id has none): its entries are its own, and erased with it
@@ -49,7 +69,9 @@ class CachedEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         missing = []
         for i, raw in enumerate(cached):
-            if isinstance(raw, bytes) and len(raw) == 4 * self.dim:
+            if not (isinstance(raw, bytes) and len(raw) == 4 * self.dim):
+                raw = self._pending.get(keys[i])  # written behind, not yet flushed
+            if raw is not None:
                 out[i] = np.frombuffer(raw, dtype=np.float32)
             else:
                 missing.append(i)
@@ -57,14 +79,31 @@ class CachedEmbedder:
         if missing:
             fresh, call = embed_timed(self.inner, [texts[i] for i in missing])
             out[missing] = fresh
-            try:
-                with self.client.pipeline(transaction=False) as pipe:
-                    for i, vector in zip(missing, fresh, strict=True):
-                        pipe.set(keys[i], np.asarray(vector, dtype=np.float32).tobytes(), ex=self.ttl_seconds)
-                    pipe.execute()
-            except redis.RedisError as exc:
-                log.warning("could not store query embeddings in the cache: %s", exc)
+            entries = {keys[i]: np.asarray(v, dtype=np.float32).tobytes() for i, v in zip(missing, fresh, strict=True)}
+            if self.write_behind:
+                with self._lock:
+                    room = self.max_pending - len(self._pending)  # a stalled flush costs the cache, not memory
+                    self._pending.update(itertools.islice(entries.items(), max(room, 0)))
+            else:
+                self._store(entries)
         return out, call
+
+    def flush(self) -> int:
+        """Write the entries kept for later (`write_behind`) in one round trip; returns how many there were."""
+        with self._lock:
+            entries, self._pending = self._pending, {}
+        if entries:
+            self._store(entries)
+        return len(entries)
+
+    def _store(self, entries: dict[str, bytes]) -> None:
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                for key, raw in entries.items():
+                    pipe.set(key, raw, ex=self.ttl_seconds)
+                pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("could not store %d query embeddings in the cache: %s", len(entries), exc)
 
 
 def tenant_key_pattern(tenant: str, prefix: str = "mnemoflow:qemb") -> str:

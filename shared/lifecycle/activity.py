@@ -19,11 +19,16 @@ log = logging.getLogger("mnemoflow.activity")
 ACTIVE_QUERIES_KEY = "mnemoflow:queries:active"
 
 
+def new_token(ttl_seconds: float) -> tuple[str, float]:
+    """A query's token and its score in `ACTIVE_QUERIES_KEY` (when it expires, if nobody uncounts it)."""
+    return uuid.uuid4().hex, time.time() + ttl_seconds
+
+
 def query_started(client: redis.Redis, ttl_seconds: float) -> str | None:
     """Count a query as active (for at most `ttl_seconds`); None when Redis is unreachable (never fail a query)."""
-    token = uuid.uuid4().hex
+    token, expires = new_token(ttl_seconds)
     try:
-        client.zadd(ACTIVE_QUERIES_KEY, {token: time.time() + ttl_seconds})
+        client.zadd(ACTIVE_QUERIES_KEY, {token: expires})
     except redis.RedisError as exc:
         log.debug("cannot count an active query: %s", exc)
         return None

@@ -554,9 +554,11 @@ def test_query_embeddings_are_cached_in_redis(http, tenant, servers):
     client = redis.Redis.from_url(servers["redis_url"])
     question = f"what did {tenant} say about the harbour?"
     http.post("/memory/query", json={"query": question, "user_id": tenant})
-    keys = client.keys("mnemoflow:qemb:synthetic:synthetic-hash-v1:384:*")
-    assert keys, "the gateway stored the query's embedding"
-    assert all(len(client.get(k) or b"") == 4 * 384 for k in keys[:5])
+    deadline = time.monotonic() + 10  # written behind the answer, by the gateway's aftermath thread
+    while not (keys := client.keys(f"mnemoflow:qemb:synthetic:synthetic-hash-v1:384:{{{tenant}}}:*")):
+        assert time.monotonic() < deadline, "the gateway did not store the query's embedding"
+        time.sleep(0.05)
+    assert len(keys) == 1 and len(client.get(keys[0]) or b"") == 4 * 384
 
 
 def test_the_cli_adds_a_turn_after_another(gateway, tenant):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 import pytest
 import redis
@@ -44,3 +46,31 @@ def test_a_redis_outage_costs_the_cache_not_the_query():
     inner = CountingEmbedder()
     vectors = CachedEmbedder(inner, dead, ttl_seconds=60).embed(["still answered"])
     assert vectors.shape == (1, 64) and inner.embedded == ["still answered"]
+
+
+def test_written_behind_an_entry_answers_at_once_and_reaches_redis_on_flush(servers):
+    client = redis.Redis.from_url(servers["redis_url"])
+    inner = CountingEmbedder()
+    cache = CachedEmbedder(inner, client, ttl_seconds=60, prefix="test:qemb-behind", write_behind=True)
+    key = cache.key("where is the lantern", "t1")
+    client.delete(key)
+    first, _ = cache.embed_logged(["where is the lantern"], tenant="t1")
+    assert client.get(key) is None  # not on the query's path
+    again, call = cache.embed_logged(["where is the lantern"], tenant="t1")
+    assert call is None and inner.embedded == ["where is the lantern"]  # answered from the pending entry
+    np.testing.assert_array_equal(again, first)
+    assert cache.flush() == 1 and cache.flush() == 0
+    assert client.get(key) == first[0].tobytes() and 0 < client.ttl(key) <= 60
+    other = CachedEmbedder(CountingEmbedder(), client, ttl_seconds=60, prefix="test:qemb-behind")
+    np.testing.assert_array_equal(other.embed_logged(["where is the lantern"], tenant="t1")[0], first)  # from Redis
+
+
+def test_entries_waiting_for_a_flush_are_bounded(servers):
+    client = redis.Redis.from_url(servers["redis_url"])
+    cache = CachedEmbedder(
+        CountingEmbedder(), client, ttl_seconds=60, prefix="test:qemb-bound", write_behind=True, max_pending=3
+    )
+    texts = [f"question {uuid.uuid4().hex}" for _ in range(5)]
+    assert cache.embed(texts[:2]).shape == (2, 64) and cache.embed(texts[2:]).shape == (3, 64)  # all answered
+    assert cache.flush() == 3  # the first three kept; the rest cost the cache only
+    assert [client.exists(cache.key(t)) for t in texts] == [1, 1, 1, 0, 0]

@@ -14,8 +14,9 @@ from prometheus_client import REGISTRY
 from infra.embedded import free_port
 from services.gateway.app import create_app
 from services.gateway.ratelimit import RateLimiter
-from shared.backpressure import Bucket, Quota, RateLimits
+from shared.backpressure import Bucket, Quota, RateLimits, bucket_key
 from shared.errors import RateLimited
+from shared.lifecycle.activity import ACTIVE_QUERIES_KEY, queries_finished
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +49,32 @@ def test_two_gateway_processes_draw_on_one_bucket_and_the_429_says_which_limit_a
     first.charge(tenant, Quota.WRITES)  # and so is another quota
 
 
+def _active(valkey: redis.Redis, token: str | None) -> bool:
+    return token is not None and valkey.zscore(ACTIVE_QUERIES_KEY, token) is not None
+
+
+def test_an_admitted_query_is_charged_and_counted_active_in_one_step_and_a_refused_one_is_not_counted(valkey, tenant):
+    limiter = RateLimiter(valkey, RateLimits(queries=Bucket(burst=2, per_second=SLOW)))
+    tokens = [limiter.admit_query(tenant, ttl_seconds=30) for _ in range(2)]
+    assert all(_active(valkey, token) for token in tokens) and tokens[0] != tokens[1]
+    assert time.time() + 25 < valkey.zscore(ACTIVE_QUERIES_KEY, tokens[0]) <= time.time() + 30  # it expires
+    before = valkey.zcard(ACTIVE_QUERIES_KEY)
+    with pytest.raises(RateLimited, match="queries limit"):
+        limiter.admit_query(tenant, ttl_seconds=30)
+    assert valkey.zcard(ACTIVE_QUERIES_KEY) == before  # refused: never counted as running
+    with pytest.raises(RateLimited):
+        limiter.charge(tenant, Quota.QUERIES)  # the same bucket as charge's
+    queries_finished(valkey, tokens)
+    assert not any(_active(valkey, token) for token in tokens)
+
+
+def test_with_limits_off_a_query_is_still_counted_active(valkey, tenant):
+    limiter = RateLimiter(valkey, RateLimits(enabled=False))
+    token = limiter.admit_query(tenant, ttl_seconds=30)
+    assert _active(valkey, token) and not valkey.exists(bucket_key(Quota.QUERIES, tenant))
+    queries_finished(valkey, [token])
+
+
 def test_the_bucket_refills_at_its_rate(valkey, tenant):
     limiter = RateLimiter(valkey, RateLimits(ingest=Bucket(burst=1, per_second=20)))
     limiter.charge(tenant, Quota.INGEST)
@@ -75,6 +102,9 @@ def test_with_valkey_unreachable_requests_go_through_unchecked_and_are_counted(t
     assert unchecked() - before == 5
     warnings = [r for r in caplog.records if "rate limits unchecked" in r.getMessage()]
     assert len(warnings) == 1  # once per pause, not once per request
+    assert limiter.admit_query(tenant, ttl_seconds=30) is None  # a query goes through too, uncounted
+    fresh = RateLimiter(nowhere, RateLimits(queries=Bucket(burst=1, per_second=SLOW)), pause_seconds=60)
+    assert fresh.admit_query(tenant, ttl_seconds=30) is None  # and the one that finds Redis down first
 
 
 def test_the_gateway_answers_429_with_retry_after_and_a_batch_costs_its_items(settings):
