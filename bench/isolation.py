@@ -44,7 +44,7 @@ import httpx
 import psutil
 import psycopg
 
-from bench.common import corpus, fresh_database, percentiles, plain_dsn, servers, stack, wait_settled
+from bench.common import CpuMeter, corpus, fresh_database, percentiles, plain_dsn, servers, stack, wait_settled
 from bench.ingest import batch_until_queryable
 from bench.ingest_docs import build, upload, wait_until_ingested
 from bench.query import questions
@@ -80,6 +80,10 @@ class Round:
     batch_idle: float = 0.0
     docs_idle: float = 0.0
     load: list[str] = field(default_factory=list)  # /proc/loadavg at each phase's start
+    # CPU-seconds by process (gateway, worker, PostgreSQL, Valkey, this benchmark's clients) and the wall seconds of
+    # the loaded phase and of the writes alone: where the CPU went while the writes shared it with the queries
+    cpu_loaded: dict[str, float] = field(default_factory=dict)
+    cpu_writes: dict[str, float] = field(default_factory=dict)
 
     @property
     def p95_ratio(self) -> float:
@@ -211,8 +215,39 @@ def variant_stack(url: str, redis_url: str, variant: Variant) -> Iterator[str]:
                 os.environ[key] = value
 
 
+class Meter(CpuMeter):
+    """A CpuMeter that knows when it started."""
+
+    def __init__(self, roles: dict[str, int | None]) -> None:
+        super().__init__(roles)
+        self.started = time.perf_counter()
+
+
+def cpu_meter(gateway: str, pids: dict[str, int | None]) -> Meter:
+    """CPU by process from now: the stack's gateway and worker (when `gateway` is a StackUrl), and `pids`."""
+    own = {"gateway": getattr(gateway, "gateway_pid", None), "worker": getattr(gateway, "worker_pid", None)}
+    return Meter(own | pids)
+
+
+def cpu_line(cpu: dict[str, float]) -> str:
+    """`role s` for each role, then the total against the phase's wall time (cores busy on average)."""
+    wall = cpu.get("wall", 0.0)
+    used = {role: seconds for role, seconds in cpu.items() if role != "wall"}
+    total = sum(used.values())
+    parts = ", ".join(f"{role} {seconds:.1f}" for role, seconds in used.items())
+    return f"{parts}; {total:.1f} in {wall:.1f} s of wall ({total / wall if wall else 0:.2f} cores)"
+
+
 def one_round(
-    number: int, variant: Variant, url: str, redis_url: str, qs: list[str], batch: list[str], files: list[Path], args
+    number: int,
+    variant: Variant,
+    url: str,
+    redis_url: str,
+    qs: list[str],
+    batch: list[str],
+    files: list[Path],
+    args,
+    pids: dict[str, int | None],
 ) -> Round:
     result = Round(number, variant.label, store=memories(url))
     tag = f"r{number}-{variant.label}"
@@ -228,9 +263,11 @@ def one_round(
         result.load.append(loadavg())
         writes = Writes(gateway, url, batch, files, f"writer-{tag}-loaded", documents_done(url))
         writer = threading.Thread(target=writes.run, name="writes")
+        meter = cpu_meter(gateway, pids)
         writer.start()
         loaded = ask(gateway, qs, args.k, args.clients, until=writes.done)
         writer.join()
+        result.cpu_loaded = meter.since_start() | {"wall": time.perf_counter() - meter.started}
         result.batch_loaded, result.docs_loaded = writes.rates()
         result.loaded, result.loaded_n = percentiles(loaded), len(loaded)
         if len(loaded) < args.queries:
@@ -246,9 +283,13 @@ def one_round(
 
         result.load.append(loadavg())
         writes = Writes(gateway, url, batch, files, f"writer-{tag}-idle", documents_done(url))
+        meter = cpu_meter(gateway, pids)
         writes.run()
+        result.cpu_writes = meter.since_start() | {"wall": time.perf_counter() - meter.started}
         result.batch_idle, result.docs_idle = writes.rates()
         say(f"writes idle: batch {result.batch_idle:,.0f} memories/s, documents {result.docs_idle:.2f}/s")
+        say(f"CPU-seconds, loaded: {cpu_line(result.cpu_loaded)}")
+        say(f"CPU-seconds, writes idle: {cpu_line(result.cpu_writes)}")
         settle(url)
     return result
 
@@ -295,7 +336,8 @@ def main() -> None:
         )
         for number in range(1, args.rounds + 1):
             for variant in variants:
-                rounds.append(one_round(number, variant, url, srv.redis_url, qs, batch, files, args))
+                pids = {"postgres": srv.postgres_pid, "valkey": srv.valkey_pid}
+                rounds.append(one_round(number, variant, url, srv.redis_url, qs, batch, files, args, pids))
         print(f"load average at the end: {loadavg()}")
 
     print(
