@@ -42,6 +42,7 @@ from shared.lifecycle import reinforcement
 from shared.lifecycle.activity import active_queries
 from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle
 from shared.lifecycle.merge_cycle import MergeCycle, embed_backlog
+from shared.lifecycle.reinforcement import QueryUse
 from shared.memory.chunks import store_chunk as store_job_chunk
 from shared.queueing import send as send_with
 from shared.storage import cancels, decay_runs, leases
@@ -249,38 +250,50 @@ def reinforce_hits(**kwargs: Any) -> dict[str, Any]:
     regeneration of hits that decay had compressed or fingerprinted (its own transaction: if the model fails,
     the reinforcement stands and the next hit tries again)."""
     message = ReinforceHits.received(kwargs)
-    db, engine = context()
-    db = db.bound(message.user_id)
-    with db.session() as session:
-        applied = reinforcement.reinforce_hits(
-            engine,
-            session,
-            event_id=message.event_id,
-            user_id=message.user_id,
-            memory_ids=message.memory_ids,
-            traversed=message.traversed,
-            reinforce=message.reinforce,
-        )
-    regenerated: list[uuid.UUID] = []
-    if applied and message.regenerate:
-        boost = 0.0 if message.reinforce else engine.reinforcement.query_boost
-        try:
-            with db.session() as session:
-                regenerated = reinforcement.regenerate(
-                    engine, session, message.user_id, message.memory_ids, boost=boost
-                )
-        except Exception as exc:
-            log.warning("[decay] could not regenerate %s: %s", ", ".join(map(str, message.memory_ids)), exc)
-    return {"event_id": message.event_id, "applied": applied, "regenerated": [str(i) for i in regenerated]}
+    (regenerated,) = after_effects(message.user_id, [message]).values()
+    applied = regenerated is not None
+    return {"event_id": message.event_id, "applied": applied, "regenerated": [str(i) for i in regenerated or ()]}
 
 
 @app.task(name=ReinforceBatch.task)
 def reinforce_batch(**kwargs: Any) -> dict[str, Any]:
-    """The after-effects of several queries, as a gateway gathers them: each event applied once, as
-    `reinforce_hits` applies one (a redelivered batch skips the events it already applied)."""
+    """The after-effects of several queries, as a gateway gathers them: each tenant's reinforcement in one
+    transaction (`reinforcement.reinforce_uses`), each event applied once (a redelivered batch skips the events
+    it already applied), then the regenerations its events ask for."""
     events = ReinforceBatch.received(kwargs).events
-    results = [reinforce_hits(**event.kwargs()) for event in events]
-    return {"events": len(events), "applied": sum(1 for r in results if r["applied"])}
+    tenants: dict[str, list[ReinforceHits]] = {}
+    for event in events:
+        tenants.setdefault(event.user_id, []).append(event)
+    applied = 0
+    for user_id, theirs in tenants.items():
+        applied += sum(1 for done in after_effects(user_id, theirs).values() if done is not None)
+    return {"events": len(events), "applied": applied}
+
+
+def after_effects(user_id: str, events: list[ReinforceHits]) -> dict[str, list[uuid.UUID] | None]:
+    """Apply one tenant's query events: per event id, the memories regenerated (None: applied before)."""
+    db, engine = context()
+    db = db.bound(user_id)
+    uses = [QueryUse(e.event_id, e.memory_ids, e.traversed, e.reinforce) for e in events]
+    with db.session() as session:
+        applied = reinforcement.reinforce_uses(engine, session, user_id, uses)
+    out: dict[str, list[uuid.UUID] | None] = {}
+    for event in events:
+        if event.event_id in out:
+            continue
+        if event.event_id not in applied:
+            out[event.event_id] = None
+            continue
+        out[event.event_id] = []
+        if not event.regenerate:
+            continue
+        boost = 0.0 if event.reinforce else engine.reinforcement.query_boost
+        try:
+            with db.session() as session:
+                out[event.event_id] = reinforcement.regenerate(engine, session, user_id, event.memory_ids, boost=boost)
+        except Exception as exc:
+            log.warning("[decay] could not regenerate %s: %s", ", ".join(map(str, event.memory_ids)), exc)
+    return out
 
 
 def decay_cycle_runner() -> DecayCycle:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
@@ -24,6 +26,45 @@ from shared.text import normalize_content
 log = logging.getLogger("mnemoflow.memory")
 
 
+@dataclass(frozen=True)
+class QueryUse:
+    """What one query did that reinforcement applies: the memories it returned and the links walked to them."""
+
+    event_id: str
+    memory_ids: Sequence[uuid.UUID]
+    traversed: Sequence[tuple[uuid.UUID, uuid.UUID]] = ()
+    reinforce: bool = True  # False: only marked (its regeneration is the caller's)
+
+
+def reinforce_uses(engine: MemoryEngine, session: Session, user_id: str, uses: Sequence[QueryUse]) -> set[str]:
+    """Apply several queries' reinforcement of one tenant, each once (decay seed: salience + 0.5 a query,
+    last_seen_at = now; architecture seed: +0.05 a query per traversed link), in three statements however many
+    queries there are; the event ids applied now (the others were before: a redelivered message).
+
+    The same as one query after another: a memory two queries returned gains two boosts, capped as the second
+    would have been (shared.storage.memories.reinforce_returned); a query that returned a memory twice, or walked
+    a link twice, counts once, as before."""
+    applied = job_store.try_mark_events(session, list(dict.fromkeys(use.event_id for use in uses)))
+    hits: Counter[uuid.UUID] = Counter()
+    walked: Counter[tuple[uuid.UUID, uuid.UUID]] = Counter()
+    counted: set[str] = set()
+    for use in uses:
+        if use.event_id not in applied or use.event_id in counted:  # applied before, or twice in this batch
+            continue
+        counted.add(use.event_id)
+        if use.reinforce:
+            hits.update(set(use.memory_ids))
+            # A traversed link may be stored in either direction.
+            walked.update({pair for src, dst in use.traversed for pair in ((src, dst), (dst, src))})
+    memory_store.reinforce_returned(session, user_id, hits, boost=engine.reinforcement.query_boost)
+    rules = engine.waypoints
+    pairs = list(walked)
+    waypoint_store.strengthen_waypoints(
+        session, user_id, pairs, step=rules.reinforce_step, cap=rules.max_weight, times=[walked[p] for p in pairs]
+    )
+    return applied
+
+
 def reinforce_hits(
     engine: MemoryEngine,
     session: Session,
@@ -34,17 +75,10 @@ def reinforce_hits(
     traversed: Sequence[tuple[uuid.UUID, uuid.UUID]],
     reinforce: bool = True,
 ) -> bool:
-    """Apply a query's reinforcement once (decay seed: salience + 0.5, last_seen_at = now; architecture seed:
-    +0.05 per traversed link). False when this event was applied before (a redelivered message)."""
-    if not job_store.try_mark_event(session, event_id):
-        return False
-    if reinforce:
-        memory_store.reinforce(session, user_id, memory_ids, boost=engine.reinforcement.query_boost, returned=True)
-        # A traversed link may be stored in either direction.
-        pairs = list(traversed) + [(dst, src) for src, dst in traversed]
-        rules = engine.waypoints
-        waypoint_store.strengthen_waypoints(session, user_id, pairs, step=rules.reinforce_step, cap=rules.max_weight)
-    return True
+    """Apply one query's reinforcement once (`reinforce_uses` of one). False when this event was applied before
+    (a redelivered message)."""
+    use = QueryUse(event_id, memory_ids, traversed, reinforce)
+    return bool(reinforce_uses(engine, session, user_id, [use]))
 
 
 def regenerate(

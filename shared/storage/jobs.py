@@ -348,11 +348,21 @@ def mark_enqueued(session: Session, chunks: Sequence[ChunkRef]) -> None:
 
 def try_mark_event(session: Session, event_id: str) -> bool:
     """Record an event as applied; False when it already was (a redelivery)."""
-    row = session.execute(
-        text("INSERT INTO applied_events (event_id) VALUES (:id) ON CONFLICT DO NOTHING RETURNING event_id"),
-        {"id": event_id},
-    ).first()
-    return row is not None
+    return event_id in try_mark_events(session, [event_id])
+
+
+def try_mark_events(session: Session, event_ids: Sequence[str]) -> set[str]:
+    """Record events as applied, in one statement; the ones that were not already (the others are redeliveries)."""
+    if not event_ids:
+        return set()
+    rows = session.execute(
+        text(
+            "INSERT INTO applied_events (event_id) SELECT unnest(CAST(:ids AS text[])) "
+            "ON CONFLICT DO NOTHING RETURNING event_id"
+        ),
+        {"ids": list(event_ids)},
+    ).all()
+    return {r.event_id for r in rows}
 
 
 def prune_applied_events(session: Session, *, older_than_days: float) -> int:

@@ -22,12 +22,19 @@ MEMORY_COLUMNS = (
 # `MemoryFilter`'s parameters, in the order the functions that run a filter of their own take them, and their types
 FILTER_PARAMS = ("f_sectors", "f_tags", "f_start", "f_end", "f_occurred_after", "f_occurred_before")
 _FILTER_TYPES = ("text[]", "text[]", "timestamptz", "timestamptz", "timestamptz", "timestamptz")
+
+
 # A query returned the memory: salience + :boost (capped at 1), and what that added is recall lift too
 # (shared.lifecycle.formulas.returned): the SET clause of query reinforcement and of regeneration on access
-RETURNED_SET = (
-    "salience = LEAST(1.0, salience + :boost), "
-    "recall_lift = LEAST(1.0, recall_lift + LEAST(1.0, salience + :boost) - salience)"
-)
+def returned_set(gain: str) -> str:
+    """RETURNED_SET with the boost written as `gain` (an SQL expression: a parameter, or a column of a join)."""
+    return (
+        f"salience = LEAST(1.0, salience + {gain}), "
+        f"recall_lift = LEAST(1.0, recall_lift + LEAST(1.0, salience + {gain}) - salience)"
+    )
+
+
+RETURNED_SET = returned_set(":boost")
 # What scoring and filtering read (the read path's first fetch); the rest is the payload (`fetch_payloads`)
 LEAN_COLUMNS = (
     "id, user_id, primary_sector, sectors, tags, salience, recall_lift, decay_lambda, coactivations, "

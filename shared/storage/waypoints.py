@@ -185,23 +185,32 @@ def create_link(session: Session, user_id: str, src: uuid.UUID, dst: uuid.UUID, 
 
 
 def strengthen_waypoints(
-    session: Session, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]], *, step: float, cap: float
+    session: Session,
+    user_id: str,
+    pairs: Sequence[tuple[uuid.UUID, uuid.UUID]],
+    *,
+    step: float,
+    cap: float,
+    times: Sequence[int] | None = None,
 ) -> int:
-    """Add `step` to each traversed waypoint's weight, capped (architecture seed: +0.05, max 1.0)."""
+    """Add `step` to each traversed waypoint's weight, capped (architecture seed: +0.05, max 1.0); `times[i]`
+    steps to `pairs[i]` (walked by as many queries: a capped sum, as one step a query). A pair given twice is
+    stepped once."""
     if not pairs:
         return 0
     src, dst = zip(*pairs, strict=True)
     result = session.execute(
         text(
             """
-            UPDATE waypoints w SET weight = LEAST(:cap, w.weight + :step), updated_at = now()
-            FROM unnest(CAST(:src AS uuid[]), CAST(:dst AS uuid[])) AS p(src_id, dst_id)
+            UPDATE waypoints w SET weight = LEAST(:cap, w.weight + :step * p.n), updated_at = now()
+            FROM unnest(CAST(:src AS uuid[]), CAST(:dst AS uuid[]), CAST(:times AS integer[])) AS p(src_id, dst_id, n)
             WHERE w.src_id = p.src_id AND w.dst_id = p.dst_id AND w.user_id = :user_id AND w.kind = 'association'
             """
         ),
         {
             "src": [str(s) for s in src],
             "dst": [str(d) for d in dst],
+            "times": list(times) if times is not None else [1] * len(pairs),
             "user_id": user_id,
             "step": step,
             "cap": cap,

@@ -182,6 +182,31 @@ def test_queries_close_together_are_all_reinforced(http, tenant, worker):
     assert coactivations() == [1, 1, 1, 1]
 
 
+def test_two_tenants_queries_and_a_repeated_one_are_each_reinforced_once_per_query(http, tenant, worker):
+    """Queries of two tenants answered close together reach the worker in one message, applied per tenant in
+    one transaction: a memory two queries returned gains both boosts, as one query after the other."""
+    other = f"{tenant}-b"
+    canoe = {"content": "The canoe is behind the boathouse", "salience": 0.1}
+    mine = http.post("/memory/add", json=canoe | {"user_id": tenant})
+    theirs = http.post("/memory/add", json=canoe | {"user_id": other})
+    ids = {tenant: mine.json()["id"], other: theirs.json()["id"]}
+    for user in (tenant, other, tenant):
+        hits = http.post("/memory/query", json={"query": "where is the canoe", "user_id": user, "k": 1}).json()
+        assert [m["id"] for m in hits["matches"]] == [ids[user]]
+
+    def seen() -> dict[str, tuple[int, float]]:
+        rows = {user: http.get(f"/memory/{i}", params={"user_id": user}).json() for user, i in ids.items()}
+        return {user: (row["coactivations"], row["salience"]) for user, row in rows.items()}
+
+    deadline = time.monotonic() + 30
+    while [c for c, _ in seen().values()] != [2, 1] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)  # nothing more lands
+    now = seen()
+    assert now[tenant] == (2, pytest.approx(1.0))  # 0.1 + 0.5 + 0.5, capped at 1
+    assert now[other] == (1, pytest.approx(0.6))
+
+
 def test_a_read_only_query_reinforces_nothing(http, tenant, worker):
     memory = http.post(
         "/memory/add", json={"content": "The kayak is stored in shed 4", "user_id": tenant, "salience": 0.2}

@@ -66,3 +66,53 @@ def test_a_query_s_reinforcement_is_recall_lift_and_a_client_s_confirms_it(db, e
     assert (after["salience"], after["recall_lift"]) == pytest.approx(confirmed(0.9, 0.5, boost=0.2))
     assert after["coactivations"] == 1  # a client's reinforcement is no coactivation
     assert row["last_used_at"] is None and after["last_used_at"] is not None  # being returned is not being used
+
+
+def test_a_batch_of_queries_reinforces_as_they_would_one_after_another_and_once(db, engine, tenant):
+    from shared.lifecycle.formulas import returned
+    from shared.lifecycle.reinforcement import QueryUse, reinforce_uses
+
+    a, _ = add(db, engine, tenant, "The canoe is kept behind the boathouse", salience=0.1)
+    b, _ = add(db, engine, tenant, "The boathouse key hangs by the door", salience=0.3)
+    c, _ = add(db, engine, tenant, "Paddles are in the loft", salience=0.2)
+    with db.session() as s:
+        s.execute(
+            text("INSERT INTO waypoints (src_id, dst_id, user_id, weight) VALUES (:a, :b, :u, 0.5), (:c, :a, :u, 0.5)"),
+            {"a": a["id"], "b": b["id"], "c": c["id"], "u": tenant},
+        )
+    uses = [
+        QueryUse(f"q1:{tenant}", [a["id"], b["id"]], [(a["id"], b["id"])]),
+        QueryUse(f"q2:{tenant}", [a["id"], a["id"]], [(b["id"], a["id"]), (a["id"], b["id"])]),  # each counts once
+        QueryUse(f"q1:{tenant}", [a["id"], b["id"]], [(a["id"], b["id"])]),  # the same event twice in a batch
+        QueryUse(f"q3:{tenant}", [c["id"]], [(a["id"], c["id"])], reinforce=False),  # only marked
+    ]
+    with db.session() as s:
+        applied = reinforce_uses(engine, s, tenant, uses)
+    assert applied == {f"q1:{tenant}", f"q2:{tenant}", f"q3:{tenant}"}
+    expected = {a["id"]: (0.1, 0.0), b["id"]: (0.3, 0.0)}
+    for memory_id in (a["id"], b["id"], a["id"]):  # q1 returned a and b, q2 returned a
+        expected[memory_id] = returned(*expected[memory_id], boost=engine.reinforcement.query_boost)
+
+    def state() -> dict:
+        with db.session() as s:
+            rows = {i: memory_store.get_memory(s, tenant, i) for i in (a["id"], b["id"], c["id"])}
+            weights = dict(
+                s.execute(
+                    text("SELECT src_id, weight FROM waypoints WHERE user_id = :u AND dst_id IN (:a, :b)"),
+                    {"u": tenant, "a": a["id"], "b": b["id"]},
+                ).all()
+            )
+        return {"rows": rows, "weights": weights}
+
+    now = state()
+    for memory_id, coactivations in ((a["id"], 2), (b["id"], 1)):
+        row = now["rows"][memory_id]
+        assert (row["salience"], row["recall_lift"]) == pytest.approx(expected[memory_id])
+        assert row["coactivations"] == coactivations
+    assert now["rows"][c["id"]]["salience"] == pytest.approx(0.2) and now["rows"][c["id"]]["coactivations"] == 0
+    step = engine.waypoints.reinforce_step
+    assert now["weights"][a["id"]] == pytest.approx(0.5 + 2 * step)  # a -> b walked by q1 and q2
+    assert now["weights"][c["id"]] == pytest.approx(0.5)  # c -> a: only q3 walked it, without reinforcement
+    with db.session() as s:  # the batch delivered again
+        assert reinforce_uses(engine, s, tenant, uses) == set()
+    assert state() == now
