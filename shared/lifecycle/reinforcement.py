@@ -58,7 +58,7 @@ def reinforce_uses(engine: MemoryEngine, session: Session, user_id: str, uses: S
             walked.update({pair for src, dst in use.traversed for pair in ((src, dst), (dst, src))})
     memory_store.reinforce_returned(session, user_id, hits, boost=engine.reinforcement.query_boost)
     rules = engine.waypoints
-    pairs = list(walked)
+    pairs = sorted(walked)  # in one order for every batch (see reinforce_returned)
     waypoint_store.strengthen_waypoints(
         session, user_id, pairs, step=rules.reinforce_step, cap=rules.max_weight, times=[walked[p] for p in pairs]
     )

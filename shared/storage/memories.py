@@ -277,7 +277,8 @@ def reinforce_returned(session: Session, user_id: str, times: Mapping[uuid.UUID,
     min(1, s + 2b), and the recall lift gains what salience did). How many memories it found."""
     if not times:
         return 0
-    ids, counts = zip(*times.items(), strict=True)
+    # in id order, as every batch does: two batches updating the same memories then lock them in the same order
+    ids, counts = zip(*sorted(times.items()), strict=True)
     result = session.execute(
         text(
             f"""
