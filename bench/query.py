@@ -32,7 +32,16 @@ import psycopg
 from pgvector import Vector
 from pgvector.psycopg import register_vector
 
-from bench.common import bench_settings, corpus, fresh_database, percentiles, plain_dsn, servers, stack
+from bench.common import (
+    CpuMeter,
+    bench_settings,
+    corpus,
+    fresh_database,
+    percentiles,
+    plain_dsn,
+    servers,
+    stack,
+)
 from shared.api.memories import MemoryCreate
 from shared.db import Database, create_db_engine
 from shared.embedding.base import EmbeddingProvider
@@ -41,6 +50,7 @@ from shared.memory.engine import MemoryEngine
 from shared.tenancy import DbRole
 
 USER = "bench"
+AFTERMATH_S = 1.0  # the gateway writes a query's after-effects within 0.1 s; the worker applies them soon after
 
 
 def tenants(n: int) -> list[str]:
@@ -161,18 +171,26 @@ def bare_query(conn: psycopg.Connection, embedder: EmbeddingProvider, q: str, k:
 
 
 def over_http(
-    gateway: str, qs: list[str], k: int, users: list[str] | None = None
-) -> tuple[list[float], dict[str, list[float]]]:
+    gateway: str,
+    qs: list[str],
+    k: int,
+    users: list[str] | None = None,
+    servers_pids: dict[str, int | None] | None = None,
+) -> tuple[list[float], dict[str, list[float]], dict[str, float]]:
     """Wall-clock latency per query and, from the same requests (`explain: true`), the server's per-stage
     timings; "server" is the engine's whole time (`total`), "outside" the rest of the wall clock (HTTP,
     validation, serialisation, the Redis bookkeeping around the query). With several `users`, queries ask them in
-    turn: each query's connection last served another tenant."""
+    turn: each query's connection last served another tenant. Last, the CPU milliseconds a query cost each process
+    (the gateway and worker of a `stack()`, and `servers_pids`), its after-effects (reinforcement) included."""
     users = users or [USER]
     samples = []
     stages: dict[str, list[float]] = {}
+    roles = {"gateway": getattr(gateway, "gateway_pid", None), "worker": getattr(gateway, "worker_pid", None)}
     with httpx.Client(base_url=gateway, timeout=30) as client:
         for i, q in enumerate(qs[:20]):  # warm-up
             client.post("/memory/query", json={"query": q, "k": k, "user_id": users[i % len(users)]})
+        time.sleep(AFTERMATH_S)  # the warm-up's reinforcement lands before the meter starts
+        meter = CpuMeter(roles | (servers_pids or {}))
         for i, q in enumerate(qs):
             started = time.perf_counter()
             body = {"query": q, "k": k, "user_id": users[i % len(users)], "explain": True}
@@ -186,7 +204,9 @@ def over_http(
                 stages.setdefault(stage, []).append(ms)
             stages.setdefault("server", []).append(server)
             stages.setdefault("outside", []).append(wall - server)
-    return samples, stages
+    time.sleep(AFTERMATH_S)  # and the last queries' reinforcement lands before it stops
+    cpu = {role: seconds * 1000 / len(qs) for role, seconds in meter.since_start().items()}
+    return samples, stages, cpu
 
 
 def main() -> None:
@@ -245,11 +265,12 @@ def main() -> None:
                 load(url, small_texts, users=[small])
                 small_qs = questions(small_texts, args.queries)
             with stack(url, srv.redis_url) as gateway:
-                measured = {label: over_http(gateway, asked, args.k, users) for label, asked in runs.items()}
+                pids = {"postgres": srv.postgres_pid, "valkey": srv.valkey_pid}
+                measured = {label: over_http(gateway, asked, args.k, users, pids) for label, asked in runs.items()}
                 if args.beside:
                     label = f" + a {args.beside:,}-memory tenant, asked"
-                    measured[label] = over_http(gateway, small_qs, args.k, [small])
-            for label, (samples, stages) in measured.items():
+                    measured[label] = over_http(gateway, small_qs, args.k, [small], pids)
+            for label, (samples, stages, cpu) in measured.items():
                 ours = percentiles(samples)
                 rows.append((f"{size:,}{label}", base, ours))
                 print(
@@ -258,6 +279,11 @@ def main() -> None:
                         f"{stage} p50 {percentiles(v)['p50']:.1f} p95 {percentiles(v)['p95']:.1f}"
                         for stage, v in stages.items()
                     ),
+                    flush=True,
+                )
+                print(
+                    f"  CPU per query{label} (ms, reinforcement included): "
+                    + ", ".join(f"{role} {ms:.2f}" for role, ms in cpu.items()),
                     flush=True,
                 )
                 print(
