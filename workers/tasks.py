@@ -48,6 +48,7 @@ from shared.queueing import send as send_with
 from shared.storage import cancels, decay_runs, leases
 from shared.storage import documents as document_store
 from shared.storage import embed_logs as embed_log_store
+from shared.storage import events as event_store
 from shared.storage import jobs as job_store
 from shared.storage import waypoints as waypoint_store
 from workers import metrics
@@ -382,7 +383,7 @@ def prune_applied_events(**kwargs: Any) -> dict[str, Any]:
     PruneAppliedEvents.received(kwargs)
     days = settings.applied_event_retention_days
     with store_wide().session() as session:
-        removed = job_store.prune_applied_events(session, older_than_days=days)
+        removed = event_store.prune_applied_events(session, older_than_days=days)
     log.info("[events] forgot %d applied event ids older than %s days", removed, days)
     return {"removed": removed}
 

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from shared.memory.engine import MemoryEngine
 from shared.storage import embed_logs as embed_log_store
-from shared.storage import jobs as job_store
+from shared.storage import events as event_store
 from shared.storage import memories as memory_store
 from shared.storage import vectors as vector_store
 from shared.storage import waypoints as waypoint_store
@@ -44,7 +44,7 @@ def reinforce_uses(engine: MemoryEngine, session: Session, user_id: str, uses: S
     The same as one query after another: a memory two queries returned gains two boosts, capped as the second
     would have been (shared.storage.memories.reinforce_returned); a query that returned a memory twice, or walked
     a link twice, counts once, as before."""
-    applied = job_store.try_mark_events(session, list(dict.fromkeys(use.event_id for use in uses)))
+    applied = event_store.try_mark_events(session, list(dict.fromkeys(use.event_id for use in uses)))
     hits: Counter[uuid.UUID] = Counter()
     walked: Counter[tuple[uuid.UUID, uuid.UUID]] = Counter()
     counted: set[str] = set()

@@ -346,34 +346,6 @@ def mark_enqueued(session: Session, chunks: Sequence[ChunkRef]) -> None:
     )
 
 
-def try_mark_event(session: Session, event_id: str) -> bool:
-    """Record an event as applied; False when it already was (a redelivery)."""
-    return event_id in try_mark_events(session, [event_id])
-
-
-def try_mark_events(session: Session, event_ids: Sequence[str]) -> set[str]:
-    """Record events as applied, in one statement; the ones that were not already (the others are redeliveries)."""
-    if not event_ids:
-        return set()
-    rows = session.execute(
-        text(
-            "INSERT INTO applied_events (event_id) SELECT unnest(CAST(:ids AS text[])) "
-            "ON CONFLICT DO NOTHING RETURNING event_id"
-        ),
-        {"ids": list(event_ids)},
-    ).all()
-    return {r.event_id for r in rows}
-
-
-def prune_applied_events(session: Session, *, older_than_days: float) -> int:
-    """Forget applied event ids older than any redelivery of their message can be."""
-    result = session.execute(
-        text("DELETE FROM applied_events WHERE applied_at < now() - make_interval(secs => :secs)"),
-        {"secs": older_than_days * 86400},
-    )
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]
-
-
 def merge_result(session: Session, job_id: uuid.UUID, patch: dict[str, Any], *, error: str | None = None) -> None:
     """Merge `patch` into a job's result (its phase, stage timings); `error` records a failed attempt."""
     session.execute(

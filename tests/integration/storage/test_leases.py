@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from shared.jobs import ChunkSpec
+from shared.storage import events as event_store
 from shared.storage import jobs as job_store
 from shared.storage import leases
 
@@ -149,13 +150,14 @@ def test_without_its_heartbeat_a_job_lease_runs_out(db, tenant):
 def test_applied_events_are_pruned_by_age(db, maintenance):
     old, new = f"old-{uuid.uuid4()}", f"new-{uuid.uuid4()}"
     with db.session() as s:  # a tenant's task marks them
-        assert job_store.try_mark_event(s, old) and job_store.try_mark_event(s, new)
+        assert event_store.try_mark_events(s, [old, new]) == {old, new}
+        assert event_store.try_mark_events(s, [new]) == set()  # a redelivery
     with maintenance.session() as s:  # the store-wide pruning forgets them
         s.execute(
             text("UPDATE applied_events SET applied_at = now() - interval '3 days' WHERE event_id = :e"), {"e": old}
         )
     with maintenance.session() as s:
-        assert job_store.prune_applied_events(s, older_than_days=2) >= 1
+        assert event_store.prune_applied_events(s, older_than_days=2) >= 1
         left = set(
             s.execute(
                 text("SELECT event_id FROM applied_events WHERE event_id IN (:a, :b)"), {"a": old, "b": new}
