@@ -145,6 +145,19 @@ class CpuMeter:
         self.roles = {name: psutil.Process(pid) for name, pid in roles.items() if pid is not None}
         self._own = psutil.Process()  # this process alone: the stack it started is counted under its roles
         self._start = self.read()
+        self.started = time.perf_counter()  # the wall clock at the start
+
+    @classmethod
+    def of_stack(cls, gateway: StackUrl, srv: Servers) -> CpuMeter:
+        """From now, for the gateway and worker of `stack()` and the servers (the embedded ones; else not counted)."""
+        return cls(
+            {
+                "gateway": gateway.gateway_pid,
+                "worker": gateway.worker_pid,
+                "postgres": srv.postgres_pid,
+                "valkey": srv.valkey_pid,
+            }
+        )
 
     def read(self) -> dict[str, float]:
         out = {}
@@ -163,6 +176,7 @@ class CpuMeter:
 
     def restart(self) -> None:
         self._start = self.read()
+        self.started = time.perf_counter()
 
 
 @contextlib.contextmanager

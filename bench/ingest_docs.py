@@ -326,8 +326,7 @@ def main() -> None:
             url = fresh_database(srv.admin_url, "mnemoflow_bench_ingest_docs")
             phases = []
             with stack(url, srv.redis_url, concurrency=args.concurrency) as gateway:
-                roles = {"gateway": gateway.gateway_pid, "worker": gateway.worker_pid}
-                meter = CpuMeter({**roles, "postgres": srv.postgres_pid, "valkey": srv.valkey_pid})
+                meter = CpuMeter.of_stack(gateway, srv)
                 for fmt, paths in sorted(by_format.items()):
                     phases.append(run_phase(gateway, plain_dsn(url), fmt, paths, args.clients, raw[fmt], meter))
             report(phases, raw_ms)

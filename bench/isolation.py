@@ -44,7 +44,18 @@ import httpx
 import psutil
 import psycopg
 
-from bench.common import CpuMeter, corpus, fresh_database, percentiles, plain_dsn, servers, stack, wait_settled
+from bench.common import (
+    CpuMeter,
+    Servers,
+    StackUrl,
+    corpus,
+    fresh_database,
+    percentiles,
+    plain_dsn,
+    servers,
+    stack,
+    wait_settled,
+)
 from bench.ingest import batch_until_queryable
 from bench.ingest_docs import build, upload, wait_until_ingested
 from bench.query import questions
@@ -201,7 +212,7 @@ def documents_done(url: str) -> int:
 
 
 @contextlib.contextmanager
-def variant_stack(url: str, redis_url: str, variant: Variant) -> Iterator[str]:
+def variant_stack(url: str, redis_url: str, variant: Variant) -> Iterator[StackUrl]:
     saved = {key: os.environ.get(key) for key in variant.env}
     os.environ.update(variant.env)
     try:
@@ -213,20 +224,6 @@ def variant_stack(url: str, redis_url: str, variant: Variant) -> Iterator[str]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-class Meter(CpuMeter):
-    """A CpuMeter that knows when it started."""
-
-    def __init__(self, roles: dict[str, int | None]) -> None:
-        super().__init__(roles)
-        self.started = time.perf_counter()
-
-
-def cpu_meter(gateway: str, pids: dict[str, int | None]) -> Meter:
-    """CPU by process from now: the stack's gateway and worker (when `gateway` is a StackUrl), and `pids`."""
-    own = {"gateway": getattr(gateway, "gateway_pid", None), "worker": getattr(gateway, "worker_pid", None)}
-    return Meter(own | pids)
 
 
 def cpu_line(cpu: dict[str, float]) -> str:
@@ -247,7 +244,7 @@ def one_round(
     batch: list[str],
     files: list[Path],
     args,
-    pids: dict[str, int | None],
+    srv: Servers,
 ) -> Round:
     result = Round(number, variant.label, store=memories(url))
     tag = f"r{number}-{variant.label}"
@@ -263,7 +260,7 @@ def one_round(
         result.load.append(loadavg())
         writes = Writes(gateway, url, batch, files, f"writer-{tag}-loaded", documents_done(url))
         writer = threading.Thread(target=writes.run, name="writes")
-        meter = cpu_meter(gateway, pids)
+        meter = CpuMeter.of_stack(gateway, srv)
         writer.start()
         loaded = ask(gateway, qs, args.k, args.clients, until=writes.done)
         writer.join()
@@ -283,7 +280,7 @@ def one_round(
 
         result.load.append(loadavg())
         writes = Writes(gateway, url, batch, files, f"writer-{tag}-idle", documents_done(url))
-        meter = cpu_meter(gateway, pids)
+        meter = CpuMeter.of_stack(gateway, srv)
         writes.run()
         result.cpu_writes = meter.since_start() | {"wall": time.perf_counter() - meter.started}
         result.batch_idle, result.docs_idle = writes.rates()
@@ -336,8 +333,7 @@ def main() -> None:
         )
         for number in range(1, args.rounds + 1):
             for variant in variants:
-                pids = {"postgres": srv.postgres_pid, "valkey": srv.valkey_pid}
-                rounds.append(one_round(number, variant, url, srv.redis_url, qs, batch, files, args, pids))
+                rounds.append(one_round(number, variant, url, srv.redis_url, qs, batch, files, args, srv))
         print(f"load average at the end: {loadavg()}")
 
     print(

@@ -34,6 +34,8 @@ from pgvector.psycopg import register_vector
 
 from bench.common import (
     CpuMeter,
+    Servers,
+    StackUrl,
     bench_settings,
     corpus,
     fresh_database,
@@ -171,26 +173,21 @@ def bare_query(conn: psycopg.Connection, embedder: EmbeddingProvider, q: str, k:
 
 
 def over_http(
-    gateway: str,
-    qs: list[str],
-    k: int,
-    users: list[str] | None = None,
-    servers_pids: dict[str, int | None] | None = None,
+    gateway: StackUrl, srv: Servers, qs: list[str], k: int, users: list[str] | None = None
 ) -> tuple[list[float], dict[str, list[float]], dict[str, float]]:
     """Wall-clock latency per query and, from the same requests (`explain: true`), the server's per-stage
     timings; "server" is the engine's whole time (`total`), "outside" the rest of the wall clock (HTTP,
     validation, serialisation, the Redis bookkeeping around the query). With several `users`, queries ask them in
     turn: each query's connection last served another tenant. Last, the CPU milliseconds a query cost each process
-    (the gateway and worker of a `stack()`, and `servers_pids`), its after-effects (reinforcement) included."""
+    (the stack's gateway and worker, and the servers `srv`), its after-effects (reinforcement) included."""
     users = users or [USER]
     samples = []
     stages: dict[str, list[float]] = {}
-    roles = {"gateway": getattr(gateway, "gateway_pid", None), "worker": getattr(gateway, "worker_pid", None)}
     with httpx.Client(base_url=gateway, timeout=30) as client:
         for i, q in enumerate(qs[:20]):  # warm-up
             client.post("/memory/query", json={"query": q, "k": k, "user_id": users[i % len(users)]})
         time.sleep(AFTERMATH_S)  # the warm-up's reinforcement lands before the meter starts
-        meter = CpuMeter(roles | (servers_pids or {}))
+        meter = CpuMeter.of_stack(gateway, srv)
         for i, q in enumerate(qs):
             started = time.perf_counter()
             body = {"query": q, "k": k, "user_id": users[i % len(users)], "explain": True}
@@ -265,11 +262,10 @@ def main() -> None:
                 load(url, small_texts, users=[small])
                 small_qs = questions(small_texts, args.queries)
             with stack(url, srv.redis_url) as gateway:
-                pids = {"postgres": srv.postgres_pid, "valkey": srv.valkey_pid}
-                measured = {label: over_http(gateway, asked, args.k, users, pids) for label, asked in runs.items()}
+                measured = {label: over_http(gateway, srv, asked, args.k, users) for label, asked in runs.items()}
                 if args.beside:
                     label = f" + a {args.beside:,}-memory tenant, asked"
-                    measured[label] = over_http(gateway, small_qs, args.k, [small], pids)
+                    measured[label] = over_http(gateway, srv, small_qs, args.k, [small])
             for label, (samples, stages, cpu) in measured.items():
                 ours = percentiles(samples)
                 rows.append((f"{size:,}{label}", base, ours))
