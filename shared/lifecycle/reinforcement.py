@@ -65,22 +65,6 @@ def reinforce_uses(engine: MemoryEngine, session: Session, user_id: str, uses: S
     return applied
 
 
-def reinforce_hits(
-    engine: MemoryEngine,
-    session: Session,
-    *,
-    event_id: str,
-    user_id: str,
-    memory_ids: Sequence[uuid.UUID],
-    traversed: Sequence[tuple[uuid.UUID, uuid.UUID]],
-    reinforce: bool = True,
-) -> bool:
-    """Apply one query's reinforcement once (`reinforce_uses` of one). False when this event was applied before
-    (a redelivered message)."""
-    use = QueryUse(event_id, memory_ids, traversed, reinforce)
-    return bool(reinforce_uses(engine, session, user_id, [use]))
-
-
 def regenerate(
     engine: MemoryEngine, session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, boost: float
 ) -> list[uuid.UUID]:

@@ -17,7 +17,6 @@ from sqlalchemy.orm import Session
 
 from shared.storage.rows import (
     MEMORY_COLUMNS,
-    RETURNED_SET,
     MemoryFilter,
     NewMemory,
     StoredRef,
@@ -247,21 +246,14 @@ CONFIRMED_SET = (
 )
 
 
-def reinforce(
-    session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, boost: float, returned: bool
-) -> list[dict[str, Any]]:
-    """Raise salience by `boost` (capped at 1), refresh last_seen_at; returns the updated rows.
-
-    `returned`: a query returned these memories (decay seed, "Automatic Reinforcement on Query"): the gain is
-    also added to their recall lift, and a coactivation is counted. Otherwise a client said it used them
-    (POST /memory/reinforce): the boost first confirms lift, which then counts in ranking in full, and they were
-    used now (`last_used_at`)."""
+def reinforce(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, boost: float) -> list[dict[str, Any]]:
+    """A client said it used these memories (POST /memory/reinforce): salience + `boost` (capped at 1), the boost
+    first confirming recall lift (which then counts in ranking in full), seen and used now; returns the updated rows.
+    A query's reinforcement of what it returned is `reinforce_returned`."""
     rows = session.execute(
         text(
             f"""
-            UPDATE memories SET {RETURNED_SET if returned else CONFIRMED_SET},
-                   last_seen_at = now(), updated_at = now(),
-                   coactivations = coactivations + {1 if returned else 0}
+            UPDATE memories SET {CONFIRMED_SET}, last_seen_at = now(), updated_at = now()
             WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
             RETURNING {MEMORY_COLUMNS}
             """
@@ -272,9 +264,10 @@ def reinforce(
 
 
 def reinforce_returned(session: Session, user_id: str, times: Mapping[uuid.UUID, int], *, boost: float) -> int:
-    """Query reinforcement of memories returned `times[id]` times (by as many queries), in one statement: the same
-    as `reinforce(..., returned=True)` once per query, since a capped gain adds up (min(1, min(1, s + b) + b) is
-    min(1, s + 2b), and the recall lift gains what salience did). How many memories it found."""
+    """Query reinforcement (decay seed, "Automatic Reinforcement on Query") of memories returned `times[id]` times
+    (by as many queries), in one statement: salience + `boost` a query (capped at 1), what that added is recall lift
+    too (RETURNED_SET), a coactivation a query. The same as once per query, since a capped gain adds up (min(1,
+    min(1, s + b) + b) is min(1, s + 2b)). How many memories it found."""
     if not times:
         return 0
     # in id order, as every batch does: two batches updating the same memories then lock them in the same order

@@ -95,7 +95,7 @@ def reinforce_memory(body: ReinforceRequest, state: StateDep, work: WorkDep, pri
     user_id = memory_tenant(state, principal, body.id, body.user_id)
     state.limiter.charge(user_id, Quota.WRITES)
     boost = body.boost if body.boost is not None else state.settings.reinforcement.manual_boost
-    rows = memory_store.reinforce(work.session, user_id, [body.id], boost=boost, returned=False)
+    rows = memory_store.reinforce(work.session, user_id, [body.id], boost=boost)
     if not rows:
         raise NotFound(f"memory {body.id} not found")
     return {"ok": True, "id": str(body.id), "salience": rows[0]["salience"]}

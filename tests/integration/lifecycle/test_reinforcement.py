@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from shared.lifecycle.reinforcement import reinforce_hits
+from shared.lifecycle.reinforcement import QueryUse, reinforce_uses
 from shared.storage import memories as memory_store
 from shared.storage import waypoints as waypoint_store
 from tests.integration.helpers import add
@@ -17,9 +17,7 @@ def test_reinforcement_applies_once_per_event(db, engine, tenant):
     memory, _ = add(db, engine, tenant, "Grandma's recipe needs two cups of flour", salience=0.35)
     for _ in range(2):  # a redelivered message
         with db.session() as s:
-            reinforce_hits(
-                engine, s, event_id=f"query:{tenant}", user_id=tenant, memory_ids=[memory["id"]], traversed=[]
-            )
+            reinforce_uses(engine, s, tenant, [QueryUse(f"query:{tenant}", [memory["id"]])])
     with db.session() as s:
         row = memory_store.get_memory(s, tenant, memory["id"])
     assert row is not None
@@ -38,9 +36,7 @@ def test_traversed_waypoints_strengthen_and_weak_ones_are_pruned(db, engine, ten
             ),
             {"a": a["id"], "b": b["id"], "c": c["id"], "u": tenant},
         )
-        reinforce_hits(
-            engine, s, event_id=f"q2:{tenant}", user_id=tenant, memory_ids=[b["id"]], traversed=[(a["id"], b["id"])]
-        )
+        reinforce_uses(engine, s, tenant, [QueryUse(f"q2:{tenant}", [b["id"]], [(a["id"], b["id"])])])
     with db.session() as s:
         weight = s.execute(
             text("SELECT weight FROM waypoints WHERE src_id = :a AND dst_id = :b"),
@@ -58,11 +54,11 @@ def test_a_query_s_reinforcement_is_recall_lift_and_a_client_s_confirms_it(db, e
 
     memory, _ = add(db, engine, tenant, "The spare key is under the blue flowerpot", salience=0.4)
     with db.session() as s:
-        reinforce_hits(engine, s, event_id=f"q:{tenant}", user_id=tenant, memory_ids=[memory["id"]], traversed=[])
+        reinforce_uses(engine, s, tenant, [QueryUse(f"q:{tenant}", [memory["id"]])])
         row = memory_store.get_memory(s, tenant, memory["id"])
         assert row is not None
         assert (row["salience"], row["recall_lift"]) == pytest.approx(returned(0.4, 0.0, boost=0.5))
-        (after,) = memory_store.reinforce(s, tenant, [memory["id"]], boost=0.2, returned=False)
+        (after,) = memory_store.reinforce(s, tenant, [memory["id"]], boost=0.2)
     assert (after["salience"], after["recall_lift"]) == pytest.approx(confirmed(0.9, 0.5, boost=0.2))
     assert after["coactivations"] == 1  # a client's reinforcement is no coactivation
     assert row["last_used_at"] is None and after["last_used_at"] is not None  # being returned is not being used
@@ -70,7 +66,6 @@ def test_a_query_s_reinforcement_is_recall_lift_and_a_client_s_confirms_it(db, e
 
 def test_a_batch_of_queries_reinforces_as_they_would_one_after_another_and_once(db, engine, tenant):
     from shared.lifecycle.formulas import returned
-    from shared.lifecycle.reinforcement import QueryUse, reinforce_uses
 
     a, _ = add(db, engine, tenant, "The canoe is kept behind the boathouse", salience=0.1)
     b, _ = add(db, engine, tenant, "The boathouse key hangs by the door", salience=0.3)

@@ -32,7 +32,7 @@ def test_a_summary_is_built_on_first_read_and_kept_until_memories_are_added_or_d
     assert first["memory_count"] == 2 and "jasmine tea" in first["summary"] and "lighthouse" in first["summary"]
     assert first["digest"]["top_terms"][0] == "mia"
     with db.session() as s:  # used: salience changes, the memories do not
-        memory_store.reinforce(s, tenant, [tea["id"]], boost=0.2, returned=False)
+        memory_store.reinforce(s, tenant, [tea["id"]], boost=0.2)
     assert read(db, tenant)["updated_at"] == first["updated_at"]  # the stored one: no rebuild
     with db.session() as s:
         engine.delete(s, tenant, tea["id"])

@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from shared.api.memories import MemoryCreate
 from shared.api.query import QueryRequest
-from shared.lifecycle.reinforcement import reinforce_hits
+from shared.lifecycle.reinforcement import QueryUse, reinforce_uses
 
 pytestmark = pytest.mark.integration
 
@@ -51,14 +51,8 @@ def _ask(db, engine, retriever, tenant: str, question: dict, *, reinforce: bool)
         outcome = retriever.query(s, tenant, QueryRequest(query=question["question"], k=10, reinforce=reinforce))
     if reinforce:
         with db.session(tenant) as s:
-            reinforce_hits(
-                engine,
-                s,
-                event_id=f"query:{uuid.uuid4()}",
-                user_id=tenant,
-                memory_ids=outcome.reinforce_ids,
-                traversed=outcome.traversed,
-            )
+            use = QueryUse(f"query:{uuid.uuid4()}", outcome.reinforce_ids, outcome.traversed)
+            reinforce_uses(engine, s, tenant, [use])
     return [c.id for c, _ in outcome.matches]
 
 
@@ -113,9 +107,7 @@ def test_a_default_query_raises_salience_last_seen_and_coactivations_of_what_it_
         outcome = retriever.query(s, tenant, QueryRequest(query="orchid window"))
     assert [c.id for c, _ in outcome.matches] == [orchid["id"]] and outcome.reinforce_ids == [orchid["id"]]
     with db.session() as s:
-        reinforce_hits(
-            engine, s, event_id=f"query:{uuid.uuid4()}", user_id=tenant, memory_ids=outcome.reinforce_ids, traversed=[]
-        )
+        reinforce_uses(engine, s, tenant, [QueryUse(f"query:{uuid.uuid4()}", outcome.reinforce_ids)])
         row = s.execute(
             text(
                 "SELECT salience, recall_lift, coactivations, last_seen_at > now() - interval '1 minute' AS seen "
