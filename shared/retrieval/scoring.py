@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -43,8 +43,7 @@ def recency_interpolated(recency_weight: float) -> ScoreWeights:
     return ScoreWeights(similarity=0.70 - 0.30 * r, salience=0.20 - 0.10 * r, recency=0.40 * r, waypoint=0.10)
 
 
-@dataclass(frozen=True)
-class ScoreComponents:
+class ScoreComponents(NamedTuple):
     similarity: float
     salience: float
     recency: float
@@ -117,9 +116,9 @@ class ScoringParams:
         return self if chosen is None else replace(self, weights=recency_interpolated(chosen))
 
 
-@dataclass(frozen=True)
-class MemoryState:
-    """What scoring reads of a memory's row besides its match."""
+class MemoryState(NamedTuple):
+    """What scoring reads of a memory's row besides its match (a tuple: one is made for every candidate of every
+    query, and a frozen dataclass cost three times as much to make)."""
 
     salience: float
     last_seen_at: datetime
@@ -134,6 +133,7 @@ class MemoryState:
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> MemoryState:
         """From a memory row (storage's lean columns)."""
+        decay_lambda = row.get("decay_lambda")
         return cls(
             float(row["salience"]),
             row["last_seen_at"],
@@ -141,7 +141,7 @@ class MemoryState:
             float(row["confidence"]),
             float(row.get("recall_lift") or 0.0),
             int(row.get("coactivations") or 0),
-            None if row.get("decay_lambda") is None else float(row["decay_lambda"]),
+            None if decay_lambda is None else float(decay_lambda),
             row.get("last_used_at") or row.get("created_at"),
         )
 
@@ -166,7 +166,7 @@ def use_priors(memory: MemoryState, now: datetime, p: ScoringParams) -> tuple[fl
         aged = unreturned_aged = 1.0
     as_is, unreturned = memory.salience * aged, base * unreturned_aged
     recency_as_is = recency_score(seen_days, p.recency_decay_per_day)
-    recency_unreturned = recency_score(used_days, p.recency_decay_per_day)
+    recency_unreturned = recency_as_is if used_days == seen_days else recency_score(used_days, p.recency_decay_per_day)
     share = p.recall_share
     salience = unreturned + share * (as_is - unreturned)
     recency = recency_unreturned + share * (recency_as_is - recency_unreturned)
@@ -225,12 +225,7 @@ def score_candidate(
     period = p.period_weight if candidate.in_period else 0.0
     candidate.relevance = fused + context + period
     salience, recency, aged = use_priors(memory, now, p)
-    components = ScoreComponents(
-        similarity=candidate.relevance,
-        salience=salience,
-        recency=recency,
-        waypoint=candidate.waypoint_weight,
-    )
+    components = ScoreComponents(candidate.relevance, salience, recency, candidate.waypoint_weight)
     candidate.similarity = cosine or 0.0
     candidate.components = {
         "similarity": round(components.similarity, 6),
