@@ -302,7 +302,14 @@ def report(phases: list[Phase], raw_parse_ms: dict[str, float]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--documents", type=int, default=200, help="documents (pdf/docx/html/md/txt) [200]")
+    parser.add_argument(
+        "--documents",
+        type=int,
+        default=200,
+        help="documents (pdf/docx/html/md/txt) [200]; a format's tenant past 100 of them meets the default ingest "
+        "rate limit (a burst of 100, then 2 a second), which then sets the pace: raise "
+        "MNEMOFLOW_RATE_LIMIT_INGEST_BURST to measure the pipeline beyond that",
+    )
     parser.add_argument("--audio", type=int, default=3, help="speech clips (wav, ~25 s each) on top [3]")
     parser.add_argument("--provider", default="synthetic", help="embedding provider of the stack [synthetic]")
     parser.add_argument("--concurrency", type=int, default=2, help="worker processes, and raw parser processes [2]")
