@@ -182,7 +182,8 @@ def over_http(
     timings; "server" is the engine's whole time (`total`), "outside" the rest of the wall clock (HTTP,
     validation, serialisation, the Redis bookkeeping around the query). With several `users`, queries ask them in
     turn: each query's connection last served another tenant. Last, the CPU milliseconds a query cost each process
-    (the stack's gateway and worker, and the servers `srv`), its after-effects (reinforcement) included."""
+    (the stack's gateway and worker, and the servers `srv`), its after-effects (reinforcement) included. Among the
+    stages, `candidates` is a count: the memories each query scored (its hits and what their waypoints reached)."""
     users = users or [USER]
     samples = []
     stages: dict[str, list[float]] = {}
@@ -198,10 +199,13 @@ def over_http(
             wall = (time.perf_counter() - started) * 1000
             samples.append(wall)
             response.raise_for_status()
-            timings = response.json()["timings_ms"]
+            answer = response.json()
+            timings = answer["timings_ms"]
             server = timings.pop("total")  # less than the stages' sum: full text runs beside embed + dense
             for stage, ms in timings.items():
                 stages.setdefault(stage, []).append(ms)
+            # the memories scored: the hits and what their waypoints reached (the store's graph sets this)
+            stages.setdefault("candidates", []).append(answer["candidates"])
             stages.setdefault("server", []).append(server)
             stages.setdefault("outside", []).append(wall - server)
     time.sleep(AFTERMATH_S)  # and the last queries' reinforcement lands before it stops
@@ -272,12 +276,14 @@ def main() -> None:
             for label, (samples, stages, cpu) in measured.items():
                 ours = percentiles(samples)
                 rows.append((f"{size:,}{label}", base, ours))
+                scored = percentiles(stages.pop("candidates"))
                 print(
                     f"  per stage{label} (server side, ms): "
                     + ", ".join(
                         f"{stage} p50 {percentiles(v)['p50']:.1f} p95 {percentiles(v)['p95']:.1f}"
                         for stage, v in stages.items()
-                    ),
+                    )
+                    + f"; candidates scored p50 {scored['p50']:.0f} p95 {scored['p95']:.0f}",
                     flush=True,
                 )
                 print(
