@@ -17,7 +17,7 @@ merge inserts into a live HNSW index at ~300-400 vectors/s here: 1M would take 4
 the first query. One difference: linked after the build, a memory's best match may be a later memory,
 where the merge only sees earlier ones; each still gets at most one forward link, but the graph is many mutual
 pairs where the merge's is trees, and two hops from a query's hits reach half as many memories: at 100k a
-bulk-loaded store answered 15 % faster than the same texts stored through the write path (docs/benchmarks.md, "a
+bulk-loaded store answered 12–16 % faster than the same texts stored through the write path (docs/benchmarks.md, "a
 store built as users build it"). A user's figure is the write path's.
 """
 
