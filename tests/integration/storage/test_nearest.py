@@ -96,9 +96,16 @@ def search_as(store: dict, tenant: str, content: str, times: int = 8, where: Mem
                 found = search.dense_candidates(s, tenant, searched, limit=16, where=where or MemoryFilter())
         finally:
             s.execute(text("RESET plan_cache_mode"))
-        s.execute(text("SELECT pg_stat_force_next_flush()"))
-        s.execute(text("SELECT 1"))
+        send_statistics(s)
     return found
+
+
+def send_statistics(s) -> None:
+    """Have this connection's statistics sent to the server's counters when it goes idle (PostgreSQL sends them at
+    most once a second otherwise, so they could wait in the pooled connection and be sent by its next user, between
+    a test's two readings of the counters)."""
+    s.execute(text("SELECT pg_stat_force_next_flush()"))
+    s.execute(text("SELECT 1"))
 
 
 def exact(store: dict, tenant: str, content: str, limit: int = 16, tagged: bool = False) -> list:
@@ -219,7 +226,7 @@ def test_fresh_vectors_are_read_by_key_on_a_plan_made_when_nothing_was_fresh(sto
     try:
         with store["app"].session(BURST) as s:
             engine.store(s, engine.prepare([MemoryCreate(content=c) for c in contents], BURST)[0], settle=False)
-            s.execute(text("SELECT pg_stat_force_next_flush()"))  # its scans counted before `before` (the importer's)
+            send_statistics(s)  # its scans counted before `before`
         before = fresh_index_scans(owner)
         asked = contents[123]
         found = search_as(store, BURST, asked)
@@ -270,8 +277,7 @@ def test_the_large_tenants_full_text_match_skips_its_whole_index_on_many_tenant_
                     )
             finally:
                 s.execute(text("RESET plan_cache_mode"))
-            s.execute(text("SELECT pg_stat_force_next_flush()"))
-            s.execute(text("SELECT 1"))
+            send_statistics(s)
         after = tenant_index_scans(owner)
     finally:
         with owner.session() as s:
@@ -311,9 +317,7 @@ def importer(store) -> str:
     items = [MemoryCreate(content=c) for c in texts(1_000, seed=1_000)]
     with store["app"].session(IMPORTER) as s:
         engine.store(s, engine.prepare(items, IMPORTER)[0], settle=False)
-        # The store's own scans counted when it commits: otherwise they wait in the pooled connection until its next
-        # transaction a second later, which may be a test's search, between that test's two readings of the counters.
-        s.execute(text("SELECT pg_stat_force_next_flush()"))
+        send_statistics(s)  # the store's own scans counted before any test reads the counters
     with store["owner"].session() as s:
         s.execute(text("ANALYZE memory_vectors"))
         s.execute(text("ANALYZE fresh_codes"))
