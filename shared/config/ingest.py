@@ -42,6 +42,9 @@ class IngestSettings(BaseModel):
     ingest_allow_private_urls: bool = _INGEST.allow_private_urls
     ingest_allowed_networks: Annotated[list[str], NoDecode] = Field(default_factory=list)
     ingest_wait_max_seconds: float = Field(default=_INGEST.wait_max_seconds, ge=0)
+    ingest_max_queued: int = Field(
+        default=_INGEST.max_queued, ge=1, description="documents a tenant may have waiting to be ingested"
+    )
 
     @field_validator("ingest_allowed_networks", mode="before")
     @classmethod
@@ -88,4 +91,5 @@ class IngestSettings(BaseModel):
             allow_private_urls=self.ingest_allow_private_urls,
             allowed_networks=tuple(self.ingest_allowed_networks),
             wait_max_seconds=self.ingest_wait_max_seconds,
+            max_queued=self.ingest_max_queued,
         )

@@ -17,7 +17,7 @@ from typing import IO, Any
 import httpx
 from sqlalchemy.orm import Session
 
-from shared.errors import Conflict, InvalidInput, UnsupportedMedia, UpstreamFailed
+from shared.errors import Conflict, InvalidInput, RateLimited, UnsupportedMedia, UpstreamFailed
 from shared.ingest import Format, Kind, check_declared, check_url, extras
 from shared.ingest.formats import SUPPORTED
 from shared.ingest.params import IngestParams
@@ -26,6 +26,7 @@ from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 
 MAX_URL_CHARS = 2048
+BACKLOG_RETRY_SECONDS = 5  # Retry-After when the tenant's backlog is full: a few documents' parsing
 # OpenMemory's content_type values are short names ("pdf", "txt"); MIME types work too.
 _ALIASES = {"text": Format.TEXT, "markdown": Format.MARKDOWN, "htm": Format.HTML, "mpeg": Format.MP3}
 _TEXTUAL = frozenset({Format.TEXT, Format.MARKDOWN, Format.HTML})
@@ -134,11 +135,14 @@ def accept_upload(
     filename: str | None,
     declared_type: str | None,
     params: dict[str, Any],
+    max_queued: int | None = None,
 ) -> Accepted:
-    """The upload's document (new, existing or restarted) with its bytes staged when there is work to do."""
+    """The upload's document (new, existing or restarted) with its bytes staged when there is work to do.
+    `max_queued`: refuse new work (429) while the tenant has this many documents waiting (None: unchecked)."""
     return _accept(
         session,
         user_id=user_id,
+        max_queued=max_queued,
         fields={
             "source_type": "upload",
             "source_uri": None,
@@ -154,11 +158,14 @@ def accept_upload(
     )
 
 
-def accept_url(session: Session, *, user_id: str, url: str, params: dict[str, Any]) -> Accepted:
-    """The URL's document (new, existing or restarted); the worker fetches it."""
+def accept_url(
+    session: Session, *, user_id: str, url: str, params: dict[str, Any], max_queued: int | None = None
+) -> Accepted:
+    """The URL's document (new, existing or restarted); the worker fetches it. `max_queued` as accept_upload's."""
     return _accept(
         session,
         user_id=user_id,
+        max_queued=max_queued,
         fields={
             "source_type": "url",
             "source_uri": url,
@@ -174,7 +181,15 @@ def accept_url(session: Session, *, user_id: str, url: str, params: dict[str, An
     )
 
 
-def _accept(session: Session, *, user_id: str, fields: dict[str, Any], params: dict[str, Any], stage: Any) -> Accepted:
+def _accept(
+    session: Session,
+    *,
+    user_id: str,
+    fields: dict[str, Any],
+    params: dict[str, Any],
+    stage: Any,
+    max_queued: int | None,
+) -> Accepted:
     meta = {"metadata": params.get("metadata") or {}, "config": params.get("config") or {}}
     document_id = document_store.insert_document(session, user_id=user_id, meta=meta, **fields)
     restart = False
@@ -187,6 +202,8 @@ def _accept(session: Session, *, user_id: str, fields: dict[str, Any], params: d
         if existing["status"] not in ("failed", "cancelled"):
             return Accepted(existing["id"], existing["job_id"], "existing", existing["status"], existing["format"])
         document_id, restart = existing["id"], True
+    if max_queued is not None:
+        check_backlog(session, user_id, max_queued)
     job_id, _ = job_store.create_job(
         session,
         user_id=user_id,
@@ -200,3 +217,22 @@ def _accept(session: Session, *, user_id: str, fields: dict[str, Any], params: d
     if stage is not None:
         stage(document_id)
     return Accepted(document_id, job_id, "retried" if restart else "queued", "queued", fields["fmt"])
+
+
+def check_backlog(session: Session, user_id: str, max_queued: int) -> None:
+    """Refuse (429) a new document while the tenant has `max_queued` waiting: the queue's backpressure. A document
+    already known was answered before this (nothing new to queue); the transaction rolls back, writing nothing.
+    Concurrent requests may each see one place left: the bound holds to within the gateway's concurrency."""
+    waiting = job_store.count_open(session, user_id, JobKind.INGEST, at_most=max_queued)
+    if waiting >= max_queued:
+        raise RateLimited(
+            f"user_id {user_id!r} has {waiting:,} documents waiting to be ingested, the most a tenant may have "
+            f"queued (MNEMOFLOW_INGEST_MAX_QUEUED); send this one again once some finish. "
+            f"Retry in {BACKLOG_RETRY_SECONDS} s.",
+            details={
+                "limit": "queued_documents",
+                "max_queued": max_queued,
+                "retry_after_seconds": BACKLOG_RETRY_SECONDS,
+            },
+            retry_after=BACKLOG_RETRY_SECONDS,
+        )

@@ -47,6 +47,11 @@ class IngestParams:
     allow_private_urls: bool = False
     allowed_networks: tuple[str, ...] = ()
     wait_max_seconds: float = 30.0  # ?wait=true on an ingest route waits at most this long before answering 202
+    # The most documents a tenant may have waiting (queued or being ingested): past it a new one is refused 429
+    # until some finish. This, not the ingest rate limit, is what holds a bulk upload to the workers' pace and
+    # bounds the bytes staged in PostgreSQL; the rate limit only stops a client that sends faster than any
+    # pipeline parses. Documents asked for again are answered whatever the backlog (nothing new is queued).
+    max_queued: int = 1_000
 
     @property
     def longest_parse_seconds(self) -> float:

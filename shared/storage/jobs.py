@@ -272,6 +272,19 @@ def open_job_of(session: Session, user_id: str, kind: str) -> dict[str, Any] | N
     return dict(row._mapping) if row else None
 
 
+def count_open(session: Session, user_id: str, kind: str, *, at_most: int) -> int:
+    """How many queued or running jobs of one kind the tenant has, counted up to `at_most` (index jobs_open_user)."""
+    return int(
+        session.execute(
+            text(
+                "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = :user_id AND kind = :kind "
+                "AND status IN ('queued', 'running') LIMIT :at_most) open"
+            ),
+            {"user_id": user_id, "kind": kind, "at_most": at_most},
+        ).scalar_one()
+    )
+
+
 def idle_open_jobs(session: Session, kind: str, *, older_than_seconds: int) -> list[dict[str, Any]]:
     """Open jobs of one kind with no pending chunk and no progress for a while: a step's message was lost."""
     rows = session.execute(

@@ -16,6 +16,8 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 from fastapi import APIRouter, Request, Response, status
@@ -31,7 +33,7 @@ from shared.api.common import USER_ID_PATTERN, no_nul
 from shared.api.ingest import IngestAccepted, IngestOptions, IngestRequest, IngestUrlRequest, form_params
 from shared.api.jobs import JobPublic
 from shared.backpressure import Quota
-from shared.errors import InvalidInput, MnemoflowError, PayloadTooLarge
+from shared.errors import InvalidInput, MnemoflowError, PayloadTooLarge, RateLimited
 from shared.ingest import intake, sniff
 from shared.jobs import IngestDocument, JobKind
 from shared.storage.documents import UPLOAD_PART_BYTES
@@ -85,7 +87,7 @@ def ingest(
     except MnemoflowError:
         metrics.DOCUMENTS_ACCEPTED.labels(format="unknown", outcome="refused").inc()
         raise
-    with state.unit_of_work(user_id) as work:
+    with _backlog_counted(), state.unit_of_work(user_id) as work:
         accepted = _queued(
             work,
             user_id,
@@ -99,6 +101,7 @@ def ingest(
                 filename=body.filename,
                 declared_type=body.content_type,
                 params=body.job_params(),
+                max_queued=state.settings.ingest.max_queued,
             ),
         )
     return _answer(state, accepted, user_id, response, wait)
@@ -118,8 +121,14 @@ def ingest_url(
     except MnemoflowError:
         metrics.DOCUMENTS_ACCEPTED.labels(format="url", outcome="refused").inc()
         raise
-    with state.unit_of_work(user_id) as work:
-        accepted = intake.accept_url(work.session, user_id=user_id, url=url, params=body.job_params())
+    with _backlog_counted(), state.unit_of_work(user_id) as work:
+        accepted = intake.accept_url(
+            work.session,
+            user_id=user_id,
+            url=url,
+            params=body.job_params(),
+            max_queued=state.settings.ingest.max_queued,
+        )
         _queued(work, user_id, accepted)
     return _answer(state, accepted, user_id, response, wait)
 
@@ -195,7 +204,7 @@ def _accept_file(
             metrics.DOCUMENTS_ACCEPTED.labels(format="unknown", outcome="refused").inc()
             raise
         spool.seek(0)
-        with state.unit_of_work(user_id) as work:
+        with _backlog_counted(), state.unit_of_work(user_id) as work:
             return _queued(
                 work,
                 user_id,
@@ -209,6 +218,7 @@ def _accept_file(
                     filename=filename,
                     declared_type=declared,
                     params=params,
+                    max_queued=state.settings.ingest.max_queued,
                 ),
             )
 
@@ -237,6 +247,16 @@ def _too_large(size: int, limit: int, *, more: bool = False) -> PayloadTooLarge:
         f"the document is {what} bytes; the limit is {limit:,} bytes (MNEMOFLOW_INGEST_MAX_BYTES)",
         details={"max_bytes": limit},
     )
+
+
+@contextmanager
+def _backlog_counted() -> Iterator[None]:
+    """Count a document refused because its tenant's backlog is full (MNEMOFLOW_INGEST_MAX_QUEUED) among the 429s."""
+    try:
+        yield
+    except RateLimited:
+        metrics.RATE_LIMITED.labels(quota="queued_documents").inc()
+        raise
 
 
 def _queued(work: UnitOfWork, user_id: str, accepted: intake.Accepted) -> intake.Accepted:
