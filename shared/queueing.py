@@ -76,15 +76,18 @@ def make_celery(settings: Settings, name: str = "mnemoflow") -> Celery:
     return app
 
 
-def send(celery: Celery, *messages: Message) -> None:
-    """Send each message to its task (by name) on its queue. Raises when the broker does: the caller decides
-    what an outage means (the gateway logs it and leaves the job to the sweeper).
+def send(celery: Celery, *messages: Message, countdown: float | None = None) -> None:
+    """Send each message to its task (by name) on its queue, to run `countdown` seconds from now if given. Raises
+    when the broker does: the caller decides what an outage means (the gateway logs it and leaves the job to the
+    sweeper).
 
     A message whose task runs on several queues (a chunk, on its sector's) travels under a display name naming
     the queue (Celery's `shadow`): Flower, the task events and the worker's log then tell the sectors apart,
     while the worker still runs the task of the message's real name."""
     for message in messages:
-        celery.send_task(message.task, kwargs=message.kwargs(), queue=message.queue, shadow=message.display_name)
+        celery.send_task(
+            message.task, kwargs=message.kwargs(), queue=message.queue, shadow=message.display_name, countdown=countdown
+        )
 
 
 def broker_keys(queue: str, transport_options: Mapping[str, Any]) -> list[str]:

@@ -56,6 +56,7 @@ from workers.app import app, context, redis_client, settings, store_wide, target
 
 log = logging.getLogger("mnemoflow.worker")
 MERGE_PENDING_KEY = "mnemoflow:merge:pending"
+MERGE_AGAIN_SECONDS = 5.0  # a merge that yielded to ingestion, or found another running, looks again this soon
 DATABASE_AWAY = 5  # seconds before a task that could not reach the database tries again
 DECAY_RUN_IDS = uuid.UUID("6d6e656d-6f66-6c6f-7764-656361790000")  # namespace of scheduled runs' ids
 
@@ -221,11 +222,11 @@ def reembed_finish(**kwargs: Any) -> dict[str, Any]:
     return {"job_id": str(job_id), "outcome": outcome}
 
 
-def schedule_merge() -> None:
-    """Ask for a merge of the fresh tier, at most one pending request at a time (debounced in Redis)."""
+def schedule_merge(countdown: float | None = None) -> None:
+    """Ask for a merge of the fresh tier (in `countdown` s), at most one pending request at a time (in Redis)."""
     try:
         if redis_client().set(MERGE_PENDING_KEY, "1", nx=True, ex=30):
-            send(MergeFresh())
+            send_with(app, MergeFresh(), countdown=countdown)
     except Exception as exc:  # the beat schedule merges every minute anyway
         log.warning("could not schedule a fresh-tier merge: %s", exc)
 
@@ -238,11 +239,11 @@ def merge_fresh(**kwargs: Any) -> dict[str, Any]:
     _, engine = context()
     redis_client().delete(MERGE_PENDING_KEY)  # chunks finishing from now on schedule another run
     outcome = MergeCycle(store_wide(), engine, settings, embed_backlog=lambda: embed_backlog(redis_client())).run()
+    if outcome.unfinished or outcome.skipped or outcome.yielded:  # the lock's holder may stop (docs/lifecycle.md)
+        schedule_merge(countdown=None if outcome.unfinished else MERGE_AGAIN_SECONDS)
     if outcome.skipped:
         return {"skipped": "another merge is running"}
-    if outcome.unfinished:
-        schedule_merge()
-    return {"merged": outcome.merged, "links": outcome.links}
+    return {"merged": outcome.merged, "links": outcome.links, "yielded": outcome.yielded}
 
 
 @app.task(name=ReinforceHits.task)

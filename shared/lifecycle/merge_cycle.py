@@ -42,6 +42,7 @@ class MergeOutcome:
     links: int = 0  # waypoints made to the merged memories' best matches
     skipped: bool = False  # another merge held the lock
     unfinished: bool = False  # the time budget ran out with work left
+    yielded: bool = False  # ingestion had priority: stopped with work left, for the ingestion's end to resume
 
 
 def embed_backlog(client: redis.Redis) -> int:
@@ -109,7 +110,12 @@ class MergeCycle:
                 merged / took if took else 0.0,
                 self._waiting(),
             )
-        return MergeOutcome(merged, links, unfinished=any(o.unfinished for o in outcomes))
+        return MergeOutcome(
+            merged,
+            links,
+            unfinished=any(o.unfinished for o in outcomes),
+            yielded=any(o.yielded for o in outcomes),
+        )
 
     def _anchor(self) -> None:
         """Anchors for the fresh codes of any model that has grown crowded, or new ones where the crowded fresh tier
@@ -196,8 +202,8 @@ class MergeCycle:
             return "?"
 
     def _lane(self, started: float, *, lead: bool) -> MergeOutcome:
-        """One connection's share of a run: batches until the fresh tier is empty, ingestion has priority, or the
-        run's time is up (unfinished). The `lead` lane alone refreshes the partitions' statistics: two ANALYZEs
+        """One connection's share of a run: batches until the fresh tier is empty, ingestion has priority (yielded),
+        or the run's time is up (unfinished). The `lead` lane alone refreshes the partitions' statistics: two ANALYZEs
         of one table wait for each other."""
         s = self.settings
         merged = links = 0
@@ -205,7 +211,7 @@ class MergeCycle:
         while time.monotonic() - started < s.merge_time_budget_seconds:
             with self.db.session() as session:
                 if self.ingest_has_priority(session):
-                    break  # the last chunk of the burst schedules the next merge; beat retries every minute
+                    return MergeOutcome(merged, links, yielded=True)  # the caller asks again shortly
             analyze = lead and since_analyze >= ANALYZE_EVERY
             try:
                 with self.db.session(timeouts=s.database_limits.maintenance) as session:
@@ -221,6 +227,4 @@ class MergeCycle:
             merged, links = merged + count, links + made
             if count == 0:
                 return MergeOutcome(merged, links)
-        else:
-            return MergeOutcome(merged, links, unfinished=True)  # the caller continues in a fresh task
-        return MergeOutcome(merged, links)
+        return MergeOutcome(merged, links, unfinished=True)  # the caller continues in a fresh task

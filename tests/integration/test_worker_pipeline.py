@@ -14,7 +14,8 @@ from sqlalchemy import text
 
 from shared.jobs import StoreChunk, SweepJobs
 from shared.queueing import make_celery, send
-from shared.storage import decay_runs
+from shared.storage import decay_runs, locks
+from shared.storage.locks import Lock
 from tests.conftest import running, service_env, wait_for_worker, worker_args
 from tests.integration.helpers import job_state, make_job, memory_count, wait_until
 
@@ -54,6 +55,36 @@ def test_sweeper_sends_an_operators_decay_run_whose_message_was_lost(maintenance
         app.close()
     # Skipped only if another cycle held the lock at that moment; either way the run did not stay queued.
     assert run["status"] in ("succeeded", "skipped"), run
+
+
+def fresh_of(db, tenant: str) -> int:
+    with db.session() as s:
+        fresh = text("SELECT count(*) FROM memory_vectors WHERE user_id = :t AND NOT indexed")
+        return int(s.execute(fresh, {"t": tenant}).scalar_one())
+
+
+def test_a_merge_that_found_another_running_asks_again_so_the_fresh_tier_drains_without_beat(
+    db, maintenance, settings, worker, tenant
+):
+    """The merge a chunk asks for can find another run holding the lock (as when that run stops for ingestion just
+    as the burst's last chunk asks): it must ask again itself, or the fresh tier waits for beat (none here)."""
+    job_id = make_job(
+        db, tenant, [{"content": f"Harbour log entry {i}: the tide turned at {i % 12}"} for i in range(30)]
+    )
+    app = make_celery(settings, "tests.merge")
+    try:
+        with maintenance.engine.connect() as holder:
+            assert locks.try_hold(holder, Lock.MERGE)  # another run, as far as the worker can tell
+            try:
+                send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant))
+                wait_until(lambda: job_state(db, job_id)["status"] == "succeeded")
+                time.sleep(1.0)  # the merge the chunk asked for has run by now, and found the lock held
+                assert fresh_of(db, tenant) == 30
+            finally:
+                locks.release(holder, Lock.MERGE)
+        wait_until(lambda: fresh_of(db, tenant) == 0, timeout=30)  # asked again within MERGE_AGAIN_SECONDS
+    finally:
+        app.close()
 
 
 def test_a_worker_killed_mid_chunk_loses_and_duplicates_nothing(db, servers, settings, tenant, tmp_path):

@@ -240,14 +240,14 @@ def test_the_merge_yields_to_waiting_embed_work_until_the_fresh_tier_reaches_its
             merge_batch_size=10,
         ).run()
 
-    below = run(backlog=3, cap=waiting + 1)
-    assert (below.merged, below.unfinished, fresh(merge_store)) == (0, False, waiting)
+    below = run(backlog=3, cap=waiting + 1)  # says it yielded: the worker asks again shortly (workers/tasks.py)
+    assert (below.merged, below.unfinished, below.yielded, fresh(merge_store)) == (0, False, True, waiting)
 
     reached = run(backlog=3, cap=waiting - 5)  # yields again once fewer than the cap wait
-    assert 0 < reached.merged < waiting and fresh(merge_store) < waiting - 5
+    assert 0 < reached.merged < waiting and fresh(merge_store) < waiting - 5 and reached.yielded
 
     quiet = run(backlog=0, cap=waiting + 1)  # nothing waits to be embedded
-    assert quiet.merged == waiting - reached.merged and fresh(merge_store) == 0
+    assert quiet.merged == waiting - reached.merged and fresh(merge_store) == 0 and not quiet.yielded
 
     bulk_store(merge_store, engine, f"t-{uuid.uuid4().hex[:8]}", 20)
     again = fresh(merge_store)
