@@ -74,7 +74,8 @@ def test_a_merge_that_found_another_running_asks_again_so_the_fresh_tier_drains_
     app = make_celery(settings, "tests.merge")
     try:
         with maintenance.engine.connect() as holder:
-            assert locks.try_hold(holder, Lock.MERGE)  # another run, as far as the worker can tell
+            # Another run, as far as the worker can tell (once an earlier test's merge, if one is running, is done).
+            assert wait_until(lambda: locks.try_hold(holder, Lock.MERGE), timeout=60)
             try:
                 send(app, StoreChunk(job_id=job_id, seq=0, sector="semantic", user_id=tenant))
                 wait_until(lambda: job_state(db, job_id)["status"] == "succeeded")

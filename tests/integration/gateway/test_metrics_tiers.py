@@ -14,7 +14,7 @@ from shared.storage import locks
 from shared.storage.locks import Lock
 from shared.storage.memories import tier_counts
 from shared.storage.vectors import fresh_by_sector
-from tests.integration.helpers import add
+from tests.integration.helpers import add, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,8 @@ def test_the_fresh_tier_is_counted_by_sector_until_its_vectors_are_indexed(db, m
     ]
     collector = FreshCollector(maintenance)
     with maintenance.engine.connect() as lock_conn:
-        assert locks.try_hold(lock_conn, Lock.MERGE)  # no merge run (a worker's) changes the tier meanwhile
+        # No merge run (a worker's) changes the tier meanwhile: one may be running now, asked for by an earlier test.
+        assert wait_until(lambda: locks.try_hold(lock_conn, Lock.MERGE), timeout=60)
         try:
             with db.session() as s:  # a bulk write: its vectors wait for the merge
                 engine.store(s, engine.prepare(items, tenant)[0], settle=False)
