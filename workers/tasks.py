@@ -61,8 +61,8 @@ DATABASE_AWAY = 5  # seconds before a task that could not reach the database tri
 DECAY_RUN_IDS = uuid.UUID("6d6e656d-6f66-6c6f-7764-656361790000")  # namespace of scheduled runs' ids
 
 
-def send(*messages: Message) -> None:
-    send_with(app, *messages)
+def send(*messages: Message, countdown: float | None = None) -> None:
+    send_with(app, *messages, countdown=countdown)
 
 
 def _run_chunk(
@@ -226,7 +226,7 @@ def schedule_merge(countdown: float | None = None) -> None:
     """Ask for a merge of the fresh tier (in `countdown` s), at most one pending request at a time (in Redis)."""
     try:
         if redis_client().set(MERGE_PENDING_KEY, "1", nx=True, ex=30):
-            send_with(app, MergeFresh(), countdown=countdown)
+            send(MergeFresh(), countdown=countdown)
     except Exception as exc:  # the beat schedule merges every minute anyway
         log.warning("could not schedule a fresh-tier merge: %s", exc)
 

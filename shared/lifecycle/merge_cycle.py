@@ -42,7 +42,7 @@ class MergeOutcome:
     links: int = 0  # waypoints made to the merged memories' best matches
     skipped: bool = False  # another merge held the lock
     unfinished: bool = False  # the time budget ran out with work left
-    yielded: bool = False  # ingestion had priority: stopped with work left, for the ingestion's end to resume
+    yielded: bool = False  # ingestion had priority: stopped with work left (the worker asks again shortly)
 
 
 def embed_backlog(client: redis.Redis) -> int:
