@@ -227,7 +227,42 @@ def score_candidate(
     salience, recency, aged = use_priors(memory, now, p)
     components = ScoreComponents(candidate.relevance, salience, recency, candidate.waypoint_weight)
     candidate.similarity = cosine or 0.0
-    candidate.components = {
+    penalty = STATUS_PENALTY.get(memory.status, 1.0)
+    trust = confidence_factor(memory.confidence, p.confidence_weight)
+    activation = candidate.activation  # the closure holds values, never the candidate (no reference cycle)
+    candidate.trace_later(
+        lambda: _trace(
+            components,
+            cosine=cosine,
+            lexical=lexical,
+            aged=aged,
+            recall_lift=memory.recall_lift,
+            activation=activation,
+            context=context,
+            period=period,
+            penalty=penalty,
+            trust=trust,
+        )
+    )
+    candidate.score = composite_score(components, p.weights) * penalty * trust
+    return candidate.score
+
+
+def _trace(
+    components: ScoreComponents,
+    *,
+    cosine: float | None,
+    lexical: float,
+    aged: float,
+    recall_lift: float,
+    activation: float,
+    context: float,
+    period: float,
+    penalty: float,
+    trust: float,
+) -> dict[str, float]:
+    """A scored candidate's trace: the composite's components and what shaped them, rounded (`score_candidate`)."""
+    trace = {
         "similarity": round(components.similarity, 6),
         "cosine": round(cosine or 0.0, 6),
         "lexical": round(lexical, 6),
@@ -236,23 +271,20 @@ def score_candidate(
         "waypoint": round(components.waypoint, 6),
     }
     if aged < 0.9995:
-        candidate.components["aging"] = round(aged, 6)
-    if memory.recall_lift > 0:
-        candidate.components["recall_lift"] = round(memory.recall_lift, 6)
-    if candidate.activation:
-        candidate.components["activation"] = round(candidate.activation, 6)
+        trace["aging"] = round(aged, 6)
+    if recall_lift > 0:
+        trace["recall_lift"] = round(recall_lift, 6)
+    if activation:
+        trace["activation"] = round(activation, 6)
     if context:
-        candidate.components["context"] = round(context, 6)
+        trace["context"] = round(context, 6)
     if period:
-        candidate.components["period"] = round(period, 6)
-    penalty = STATUS_PENALTY.get(memory.status, 1.0)
-    trust = confidence_factor(memory.confidence, p.confidence_weight)
+        trace["period"] = round(period, 6)
     if penalty != 1.0:
-        candidate.components["status_penalty"] = penalty
+        trace["status_penalty"] = penalty
     if trust != 1.0:
-        candidate.components["confidence"] = round(trust, 6)
-    candidate.score = composite_score(components, p.weights) * penalty * trust
-    return candidate.score
+        trace["confidence"] = round(trust, 6)
+    return trace
 
 
 def resolve_conflicts(

@@ -304,3 +304,17 @@ def test_in_an_old_store_what_queries_returned_yesterday_does_not_outrank_a_bett
     used = Candidate(D)
     score(used, cosine=0.50, max_lexical=0.0, salience=0.6, seen_days_ago=1, used_days_ago=1, aging=aging)
     assert used.score > better.score
+
+
+def test_the_trace_is_built_when_first_read_from_what_scoring_measured_and_keeps_later_additions():
+    scored = Candidate(A, hops=1, via=B, waypoint_weight=0.5, activation=0.3)
+    value = score(scored, cosine=0.6, salience=0.5, status="superseded")
+    assert scored._trace is not None  # nothing built yet: most scored candidates are never returned
+    scored.activation = 0.9  # a later change of the candidate does not rewrite what scoring measured
+    scored.components["redundancy"] = 0.25  # as MMR adds to it: the trace is built first, then added to
+    assert scored._trace is None and scored.score == value
+    assert scored.components["activation"] == pytest.approx(0.3)
+    assert scored.components["status_penalty"] == 0.5 and scored.components["redundancy"] == 0.25
+    assert set(scored.components) >= {"similarity", "cosine", "lexical", "salience", "recency", "waypoint"}
+    score(scored, cosine=0.2, salience=0.5)  # scored again: the new trace replaces the old one whole
+    assert "redundancy" not in scored.components and "status_penalty" not in scored.components
