@@ -5,6 +5,7 @@ Reads go straight through psycopg (`shared.db.read_rows`): binary parameters, no
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -34,7 +35,17 @@ def binary_code(vector: np.ndarray) -> str:
 def query_rungs(vector: np.ndarray, ladder: Callable[[int], Sequence[int]]) -> dict[int, np.ndarray]:
     """The query at each rung its model's vectors may be compressed to (pooled the way memories are)."""
     full = np.asarray(vector, dtype=np.float32)
-    return {dim: full if dim == full.shape[0] else pool_to(full, dim) for dim in ladder(int(full.shape[0]))}
+    key = full.tobytes()
+    return {dim: full if dim == full.shape[0] else _pooled(key, dim) for dim in ladder(int(full.shape[0]))}
+
+
+@functools.lru_cache(maxsize=64)
+def _pooled(vector: bytes, dim: int) -> np.ndarray:
+    """A query vector pooled to `dim`, read-only: a query's statement binds its rungs twice (the search and the
+    cosines of what the links reach), and repeated questions are common."""
+    pooled = pool_to(np.frombuffer(vector, dtype=np.float32), dim)
+    pooled.flags.writeable = False
+    return pooled
 
 
 def compressed_rungs(
