@@ -10,7 +10,7 @@ import itertools
 import uuid
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T", bound=Hashable)
 
@@ -40,18 +40,22 @@ class Candidate:
     # The trace's components (`components`), kept as scoring left them until first read: a query scores ~100
     # candidates and returns a handful, and rounding every component of every one was 40 % of the score stage.
     _components: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
-    _trace: Callable[[], dict[str, float]] | None = field(default=None, repr=False, compare=False)
+    _trace: tuple[Callable[..., dict[str, float]], tuple[Any, ...]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def components(self) -> dict[str, float]:
         """The score's components, by name (the trace); built on first read from what scoring measured."""
         if self._trace is not None:
-            self._components, self._trace = self._trace(), None
+            build, measured = self._trace
+            self._components, self._trace = build(*measured), None
         return self._components
 
-    def trace_later(self, build: Callable[[], dict[str, float]]) -> None:
-        """Scoring's components, to be built by `build` when first read (they replace any earlier ones)."""
-        self._components, self._trace = {}, build
+    def trace_later(self, build: Callable[..., dict[str, float]], *measured: Any) -> None:
+        """Scoring's components, to be built as `build(*measured)` when first read (they replace any earlier ones).
+        Values, not a closure: ~100 closures a query, each with a cell per value, made the collector run more."""
+        self._components, self._trace = {}, (build, measured)
 
     @property
     def path(self) -> list[str]:

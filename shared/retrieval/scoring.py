@@ -229,20 +229,18 @@ def score_candidate(
     candidate.similarity = cosine or 0.0
     penalty = STATUS_PENALTY.get(memory.status, 1.0)
     trust = confidence_factor(memory.confidence, p.confidence_weight)
-    activation = candidate.activation  # the closure holds values, never the candidate (no reference cycle)
     candidate.trace_later(
-        lambda: _trace(
-            components,
-            cosine=cosine,
-            lexical=lexical,
-            aged=aged,
-            recall_lift=memory.recall_lift,
-            activation=activation,
-            context=context,
-            period=period,
-            penalty=penalty,
-            trust=trust,
-        )
+        _trace,
+        components,
+        cosine,
+        lexical,
+        aged,
+        memory.recall_lift,
+        candidate.activation,
+        context,
+        period,
+        penalty,
+        trust,
     )
     candidate.score = composite_score(components, p.weights) * penalty * trust
     return candidate.score
@@ -250,7 +248,6 @@ def score_candidate(
 
 def _trace(
     components: ScoreComponents,
-    *,
     cosine: float | None,
     lexical: float,
     aged: float,
