@@ -205,7 +205,7 @@ def score_candidate(
     params: ScoringParams,
 ) -> float:
     """OpenMemory's composite (0.6 sim + 0.2 salience + 0.1 recency + 0.1 waypoint), stored on the candidate
-    with its components (the trace) and returned.
+    with its components (the trace, built when first read: `Candidate.components`) and returned.
 
     `sim` is membox's fused relevance: hop_decay^hops * (alpha * cosine + (1 - alpha) * lexical^lexical_power),
     so a memory found only by its words still has a similarity, and a linked memory is discounted per hop; a

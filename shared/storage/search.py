@@ -42,7 +42,7 @@ def query_rungs(vector: np.ndarray, ladder: Callable[[int], Sequence[int]]) -> d
 @functools.lru_cache(maxsize=64)
 def _pooled(vector: bytes, dim: int) -> np.ndarray:
     """A query vector pooled to `dim`, read-only: a query's statement binds its rungs twice (the search and the
-    cosines of what the links reach), and repeated questions are common."""
+    cosines of what the links reach), and a question asked again finds them made."""
     pooled = pool_to(np.frombuffer(vector, dtype=np.float32), dim)
     pooled.flags.writeable = False
     return pooled
