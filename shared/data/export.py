@@ -7,7 +7,7 @@ tenant as it was at its first line, and every waypoint in it has both its memori
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import asdict
 from datetime import UTC, datetime
 
@@ -21,7 +21,7 @@ from shared.storage.sector_models import current_models
 PAGE = 500  # rows read at a time
 
 
-def export_lines(db: Database, user_id: str, *, vectors: bool = True, page: int = PAGE) -> Iterator[bytes]:
+def export_lines(db: Database, user_id: str, *, vectors: bool = True, page: int = PAGE) -> Generator[bytes]:
     """The file, line by line: header, documents, memories, waypoints, end. `db` acts for the tenant."""
     with db.session(user_id) as session:
         # before its first statement: the transaction begins with them (psycopg's BEGIN carries both)

@@ -6,15 +6,15 @@ from __future__ import annotations
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import IO, Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
-from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep
+from services.gateway.responses import ClosingStream
 from services.gateway.routers.system import job_public
 from services.gateway.state import GatewayState
 from shared.api.common import UserId
@@ -38,7 +38,7 @@ _IMPORT_BODY = {
 }
 
 
-class JsonLines(StreamingResponse):
+class JsonLines(ClosingStream):
     media_type = JSON_LINES
 
 
@@ -52,7 +52,7 @@ def export(
     principal: PrincipalDep,
     user_id: UserId | None = None,
     vectors: Annotated[bool, Query(description="carry each memory's vectors (base64 float32)")] = True,
-) -> StreamingResponse:
+) -> JsonLines:
     """The tenant's documents, memories and waypoints as JSON Lines (docs/data.md#the-export-format), streamed
     from one snapshot; the last line counts what the file holds (a file without it was cut short)."""
     tenant = principal.tenant(user_id)
@@ -65,9 +65,12 @@ def export(
     )
 
 
-def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield first
-    yield from rest
+def _chain(first: bytes, rest: Generator[bytes]) -> Generator[bytes]:
+    try:
+        yield first
+        yield from rest
+    finally:
+        rest.close()  # the snapshot's session, also when this is closed before its end
 
 
 @router.post("/import", status_code=status.HTTP_202_ACCEPTED, response_model=ImportAccepted, openapi_extra=_IMPORT_BODY)
