@@ -82,9 +82,10 @@ def up(
 
 
 def _refuse_open(settings: Settings, *, with_flower: bool) -> None:
-    """Outside development, start nothing without the API keys, the operator key and (for Flower) its login."""
+    """Outside development, start nothing without the API keys, the operator key and (for Flower) its login; in
+    every environment, nothing keyless beyond loopback."""
     try:
-        settings.require_keys("the stack")
+        settings.require_keys("the stack", listens_on=settings.host)
     except OpenAccessRefused as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # In the lifespan, not the factory: uvicorn's supervisor stops on a failed start-up instead of respawning
         try:
-            settings.require_keys("the gateway")
+            settings.require_keys("the gateway", listens_on=settings.host)  # the launcher checked uvicorn's own
         except OpenAccessRefused as exc:
             log.error("%s", exc)
             raise

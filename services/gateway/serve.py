@@ -127,6 +127,19 @@ def metrics_directory(settings: Settings) -> tuple[Path, bool]:
     return shared_metrics.use_directory(Path(tempfile.mkdtemp(prefix="mnemoflow-gateway-metrics-"))), True
 
 
+def listening_address(uvicorn_args: list[str]) -> str:
+    """Where uvicorn will listen, from its options (as it reads them: the option, UVICORN_HOST, 127.0.0.1)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    for option in ("--host", "--uds", "--fd"):
+        parser.add_argument(option)
+    given, _ = parser.parse_known_args(uvicorn_args)
+    if given.uds:
+        return str(given.uds)  # a socket file: this machine only
+    if given.fd is not None:
+        return f"file descriptor {given.fd}"  # a socket handed over: where it listens is unknown here
+    return given.host or os.environ.get("UVICORN_HOST") or "127.0.0.1"
+
+
 def serve(uvicorn_args: list[str], workers: int | None, worker_processes: int = 0) -> int:
     """Run the gateway under uvicorn's command line (`uvicorn_args`: its options, UVICORN_* variables read too)
     until it is stopped; the exit code. `worker_processes`: the Celery processes beside it on the same database,
@@ -136,7 +149,7 @@ def serve(uvicorn_args: list[str], workers: int | None, worker_processes: int = 
         settings = settings.model_copy(update={"gateway_workers": workers})
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:     %(message)s")
     try:
-        settings.require_keys("the gateway")
+        settings.require_keys("the gateway", listens_on=listening_address(uvicorn_args))
     except OpenAccessRefused as exc:
         log.error("%s", exc)
         return STARTUP_FAILURE

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +10,7 @@ from typing import Annotated
 import typer
 
 from services.cli.commands import gateway_url
+from shared.config.server import is_loopback
 
 # The SDK, uvicorn and the client are imported when the command runs: every other `mnemoflow` command starts without.
 
@@ -22,16 +22,6 @@ class Transport(enum.StrEnum):
 
 class Refused(Exception):
     """The server would start open, or with options that contradict each other."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` is an address (or name) only this machine reaches."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def http_keys(*, environment: str, host: str, api_key: str | None) -> list[str]:

@@ -3,6 +3,7 @@ and database time limits."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Literal
@@ -104,7 +105,7 @@ class ServerSettings(BaseModel):
     @field_validator("api_keys", mode="before")
     @classmethod
     def _parse_api_keys(cls, value: object) -> object:
-        return pairs(value, "MNEMOFLOW_API_KEYS", "key=tenant")
+        return pairs(value, "MNEMOFLOW_API_KEYS", "key=tenant", secret=True)
 
     @field_validator("api_keys")
     @classmethod
@@ -129,8 +130,16 @@ class ServerSettings(BaseModel):
     def _normalize_dsn(cls, value: str | None) -> str | None:
         return normalize_database_url(value) if value else None
 
-    def require_keys(self, process: str) -> None:
-        """Outside development, refuse to start `process` open: API keys and the operator key are required."""
+    def require_keys(self, process: str, *, listens_on: str | None = None) -> None:
+        """Refuse to start `process` open: outside development API keys and the operator key are required, and in
+        every environment a process without keys listens on loopback only (`listens_on`: its address, if any)."""
+        keyless = not self.all_api_keys and self.admin_api_key is None
+        if keyless and listens_on is not None and not is_loopback(listens_on):
+            raise OpenAccessRefused(
+                f"refusing to start {process} without keys on {listens_on}: every caller would act as the operator. "
+                "Set MNEMOFLOW_API_KEYS and MNEMOFLOW_ADMIN_API_KEY (MNEMOFLOW_ENVIRONMENT=production), or listen "
+                "on 127.0.0.1 (HOST)"
+            )
         if self.environment == "development":
             return
         missing = [
@@ -201,6 +210,16 @@ class ServerSettings(BaseModel):
             gateway_pool_size=self.gateway_pool_size or gateway_pool_for(self.gateway_processes),
             gateway_pool_timeout_seconds=self.gateway_pool_timeout_seconds,
         )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is an address (or name) only this machine reaches; a Unix socket path is."""
+    if host == "localhost" or host.startswith("/"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def usable_cores() -> int:

@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from shared.config.embedding import EmbeddingSettings
 from shared.config.ingest import IngestSettings
 from shared.config.jobs import JobSettings
+from shared.config.keys import key_problems
 from shared.config.lifecycle import LifecycleSettings
 from shared.config.openmemory import OpenMemorySettings
 from shared.config.retrieval import RetrievalSettings
@@ -28,8 +29,6 @@ from shared.config.server import ServerSettings
 from shared.ingest.params import IngestParams
 from shared.lifecycle.formulas import Aging
 from shared.retrieval.scoring import ScoringParams
-
-PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "test", "xxx"})
 
 
 class Settings(
@@ -87,16 +86,21 @@ class Settings(
             )
         if self.default_k > self.max_k:
             raise ValueError("MNEMOFLOW_DEFAULT_K must not exceed MNEMOFLOW_MAX_K")
-        if self.environment != "development":
-            keys = list(self.all_api_keys)
-            if self.admin_api_key is not None:
-                keys.append(self.admin_api_key.get_secret_value())
-            weak = [k for k in keys if k.lower() in PLACEHOLDER_SECRETS or len(k) < 12]
-            if weak:
-                raise ValueError(
-                    "refusing placeholder or short API keys outside development; "
-                    "set MNEMOFLOW_API_KEYS to keys of at least 12 random characters"
-                )
+        operator = self.admin_api_key.get_secret_value() if self.admin_api_key is not None else None
+        problems = key_problems(
+            self.api_keys,
+            operator,
+            om_key=self.om_api_key,
+            om_tenant=self.default_user_id,
+            strength=self.environment != "development",
+        )
+        if problems:
+            raise ValueError(
+                "refusing these keys: "
+                + "; ".join(problems)
+                + ". Keys are random strings of at least 12 characters (e.g. python -c 'import secrets; "
+                "print(secrets.token_urlsafe(24))'), one per tenant and one for the operator"
+            )
         return self
 
 

@@ -10,7 +10,7 @@ from shared.ingest.formats import Kind
 from shared.ingest.params import MIB
 from shared.ingest.sandbox import limits_for
 
-STRONG_KEY = "k" * 24
+STRONG_KEY = "tk-9Hs2Lq8Xv3Wp6ZrA1b2"
 
 
 @pytest.mark.parametrize(

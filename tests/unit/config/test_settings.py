@@ -137,7 +137,7 @@ def test_malformed_api_keys_are_explained(monkeypatch):
 def test_placeholder_keys_are_refused_outside_development(monkeypatch):
     monkeypatch.setenv("MNEMOFLOW_API_KEYS", "changeme=alice")
     assert Settings(environment="development").all_api_keys == {"changeme": "alice"}
-    with pytest.raises(ValidationError, match="placeholder"):
+    with pytest.raises(ValidationError, match="key 1 of MNEMOFLOW_API_KEYS is a placeholder"):
         Settings(environment="production")
 
 
@@ -148,10 +148,62 @@ def test_chunk_size_follows_the_providers_speed_unless_set():
     assert Settings(_env_file=None, embedding_provider="local", batch_chunk_size=32).chunk_size == 32
 
 
+OPERATOR, TENANT, LEGACY = "op-4f9K2xQ7mZ1vB8nR", "tk-9Hs2Lq8Xv3Wp6Zr", "om-7Yt3Kd9Qx2Lm5Nv"
+
+
 def test_the_operator_key_must_be_strong_outside_development():
-    with pytest.raises(ValueError, match="placeholder or short API keys"):
+    with pytest.raises(ValueError, match="MNEMOFLOW_ADMIN_API_KEY is a placeholder"):
         Settings(_env_file=None, environment="production", admin_api_key="secret")
-    assert Settings(_env_file=None, environment="production", admin_api_key="a" * 24).admin_api_key is not None
+    assert Settings(_env_file=None, environment="production", admin_api_key=OPERATOR).admin_api_key is not None
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        (" " * 12, "contains whitespace"),
+        ("open sesame please", "contains whitespace"),
+        ("000000000000", "repeats too few characters"),
+        ("abcabcabcabcabc", "repeats too few characters"),
+        ("a" * 24, "repeats too few characters"),
+        ("Xy7-short", "is shorter than 12 characters"),
+    ],
+)
+def test_keys_that_are_not_random_are_refused_outside_development_without_being_shown(key, why):
+    for name, settings in (
+        ("MNEMOFLOW_ADMIN_API_KEY", {"admin_api_key": key, "api_keys": {TENANT: "alice"}}),
+        ("key 2 of MNEMOFLOW_API_KEYS", {"admin_api_key": OPERATOR, "api_keys": {TENANT: "alice", key: "bob"}}),
+    ):
+        with pytest.raises(ValidationError) as refused:
+            Settings(_env_file=None, environment="production", **settings)
+        message = str(refused.value)
+        assert f"{name} {why}" in message and (key.strip() == "" or key not in message)
+        Settings(_env_file=None, environment="development", **settings)  # a machine of one's own: as it likes
+
+
+def test_a_key_stands_for_one_caller_in_every_environment(monkeypatch):
+    for environment in ("development", "production"):
+        with pytest.raises(
+            ValidationError, match="also MNEMOFLOW_ADMIN_API_KEY: that tenant would act as the operator"
+        ):
+            Settings(_env_file=None, environment=environment, admin_api_key=OPERATOR, api_keys={OPERATOR: "alice"})
+        with pytest.raises(ValidationError, match="OM_API_KEY is also in MNEMOFLOW_API_KEYS for another tenant"):
+            Settings(_env_file=None, environment=environment, om_api_key=LEGACY, api_keys={LEGACY: "alice"})
+    Settings(_env_file=None, om_api_key=LEGACY, api_keys={LEGACY: "anonymous"})  # the same tenant twice is one
+    monkeypatch.setenv("MNEMOFLOW_API_KEYS", f"{TENANT}=alice,{TENANT}=bob")
+    with pytest.raises(ValidationError, match="entry 2 repeats the left side of an earlier entry") as refused:
+        Settings(_env_file=None)
+    assert TENANT not in str(refused.value)
+
+
+def test_keyless_processes_listen_on_loopback_only_in_every_environment():
+    keyless = Settings(_env_file=None, environment="development")
+    for local in ("127.0.0.1", "::1", "[::1]", "localhost", "127.0.0.2", "/run/mnemoflow.sock"):
+        keyless.require_keys("the gateway", listens_on=local)
+    for open_ in ("0.0.0.0", "::", "192.168.1.20", "gateway.internal", "file descriptor 3"):
+        with pytest.raises(OpenAccessRefused, match=f"without keys on {open_}"):
+            keyless.require_keys("the gateway", listens_on=open_)
+    keyed = Settings(_env_file=None, environment="production", admin_api_key=OPERATOR, api_keys={TENANT: "alice"})
+    keyed.require_keys("the gateway", listens_on="0.0.0.0")
 
 
 def test_outside_development_a_server_refuses_to_start_without_both_kinds_of_key():
@@ -161,14 +213,14 @@ def test_outside_development_a_server_refuses_to_start_without_both_kinds_of_key
             Settings(_env_file=None, environment=environment).require_keys("the gateway")
         message = str(refused.value)
         assert "the gateway" in message and "MNEMOFLOW_API_KEYS" in message and "MNEMOFLOW_ADMIN_API_KEY" in message
-    tenants_only = Settings(_env_file=None, environment="production", api_keys={"k" * 16: "alice"})
+    tenants_only = Settings(_env_file=None, environment="production", api_keys={TENANT: "alice"})
     with pytest.raises(OpenAccessRefused, match="no MNEMOFLOW_ADMIN_API_KEY:"):
         tenants_only.require_keys("the gateway")
-    operator_only = Settings(_env_file=None, environment="production", admin_api_key="a" * 24)
+    operator_only = Settings(_env_file=None, environment="production", admin_api_key=OPERATOR)
     with pytest.raises(OpenAccessRefused, match="no MNEMOFLOW_API_KEYS:"):
         operator_only.require_keys("the gateway")
-    operator_only.model_copy(update={"om_api_key": "o" * 16}).require_keys("the gateway")  # OM_API_KEY counts
-    tenants_only.model_copy(update={"admin_api_key": SecretStr("a" * 24)}).require_keys("the gateway")
+    operator_only.model_copy(update={"om_api_key": LEGACY}).require_keys("the gateway")  # OM_API_KEY counts
+    tenants_only.model_copy(update={"admin_api_key": SecretStr(OPERATOR)}).require_keys("the gateway")
 
 
 def test_advanced_mode_gives_sectors_their_own_provider():
