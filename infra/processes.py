@@ -78,13 +78,18 @@ def _log_tail(log_path: Path | None) -> str:
 def wait_healthy(
     url: str, proc: subprocess.Popen[bytes] | None = None, *, timeout: float = 60.0, log_path: Path | None = None
 ) -> None:
-    """Block until GET {url}/health answers 200; fail early, with the log's tail, if the process exits."""
+    """Block until the gateway at `url` serves: GET /health answers 200, or 503 for its workers alone (the database
+    and the broker answer; no worker takes a queue yet); fail early, with the log's tail, if the process exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"the gateway exited with code {proc.returncode}:\n{_log_tail(log_path)}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            response = httpx.get(f"{url}/health", timeout=2)
+            if response.status_code == 200:
+                return
+            body = response.json() if response.status_code == 503 else {}
+            if body.get("database", {}).get("ok") and body.get("broker", {}).get("ok"):
                 return
         time.sleep(0.2)
     raise RuntimeError(f"{url} did not become healthy within {timeout:.0f}s\n{_log_tail(log_path)}")

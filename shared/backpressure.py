@@ -17,7 +17,13 @@ class Quota(enum.StrEnum):
     INGEST = "ingest"
 
 
-UNITS = {Quota.QUERIES: "queries", Quota.WRITES: "memories written", Quota.INGEST: "documents ingested"}
+# Queries and writes are charged the model windows they fill (shared.embedding.cost): a query or a memory of up to
+# 256 tokens is 1, so ordinary use counts as it always did and a long text pays for what it costs.
+UNITS = {
+    Quota.QUERIES: "query windows (256 tokens each)",
+    Quota.WRITES: "memory windows (256 tokens each)",
+    Quota.INGEST: "documents ingested",
+}
 BUCKET_KEY_PREFIX = "mnemoflow:ratelimit"
 
 
@@ -49,7 +55,7 @@ class RateLimits:
 
     enabled: bool = True
     queries: Bucket = Bucket(burst=1_000, per_second=50.0)
-    writes: Bucket = Bucket(burst=100_000, per_second=1_000.0)  # memories: an add is 1, a batch its items
+    writes: Bucket = Bucket(burst=100_000, per_second=1_000.0)  # memory windows: a short add is 1, a batch its items
     # Documents, pages and uploads: about what one two-core stack parses (14-20 small documents a second). What
     # holds a bulk upload to the workers' pace is the tenant's backlog (MNEMOFLOW_INGEST_MAX_QUEUED); at 2 a second
     # this bucket held a tenant's 180 PDFs to 4.4 a second where the pipeline does 19 (docs/benchmarks.md).
@@ -57,6 +63,19 @@ class RateLimits:
 
     def bucket(self, quota: Quota) -> Bucket:
         return {Quota.QUERIES: self.queries, Quota.WRITES: self.writes, Quota.INGEST: self.ingest}[quota]
+
+
+@dataclass(frozen=True)
+class EmbeddingBound:
+    """The gateway's in-process embeddings (`shared.embedding.gate`): at once per process (unset: the process's
+    share of the usable cores), and how many more may wait and for how long before a 503 with Retry-After."""
+
+    concurrency: int | None = None
+    queue: int = 16  # waiting calls hold request threads (40 per process): most are left for other routes
+    wait_seconds: float = 10.0
+
+    def slots(self, cores: int, processes: int) -> int:
+        return self.concurrency or max(1, cores // max(1, processes))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from prometheus_client import REGISTRY
 from services.gateway import metrics
 from services.gateway.aftermath import QueryAftermath, write_batch
 from services.gateway.errors import install_error_handlers
+from services.gateway.health import HealthMonitor, check_dependencies
 from services.gateway.middleware import BodySizeLimit, RequestId, RequestMetrics
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.routers import (
@@ -36,6 +37,7 @@ from shared.db import Database, create_db_engine, schema_session
 from shared.embedding import EmbeddingProvider
 from shared.embedding.cache import CachedEmbedder
 from shared.embedding.factory import create_embedder, create_sector_embedders
+from shared.embedding.gate import EmbeddingGate, gated
 from shared.logs import configure_logging
 from shared.memory.engine import MemoryEngine
 from shared.monitoring import metrics as shared_metrics
@@ -88,8 +90,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 settings, "mnemoflow.gateway.maintenance", pool_size=2, role=DbRole.MAINTENANCE, timeouts=limits.gateway
             )
         )
-        embedder = create_embedder(settings)
-        sector_embedders = create_sector_embedders(settings, embedder)
+        # One gate for the process's in-process models: what its requests embed runs a few at a time.
+        bound = settings.embedding_bound
+        assert bound.concurrency is not None  # resolved from the cores by the settings
+        gate = EmbeddingGate(bound.concurrency, max_waiting=bound.queue, wait_seconds=bound.wait_seconds)
+        built = create_embedder(settings)
+        behind_gate: dict[int, EmbeddingProvider] = {}  # one wrapper per provider, shared by its sectors
+        sector_embedders = {
+            sector: behind_gate.setdefault(id(provider), gated(provider, gate))
+            for sector, provider in create_sector_embedders(settings, built).items()
+        }
+        embedder = behind_gate.get(id(built)) or gated(built, gate)
         with schema_session(settings, "mnemoflow.gateway.start") as session:
             ensure_store_model_for(session, sector_embedders, settings)
         redis_client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2, socket_connect_timeout=2)
@@ -107,6 +118,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         aftermath = QueryAftermath(  # writes through the state below, which holds it
             lambda batch: write_batch(app.state.mnemoflow, batch), interval=settings.query_aftermath_interval_ms / 1000
         )
+        health = HealthMonitor(
+            lambda: check_dependencies(store_wide, redis_client), interval=settings.health_interval_seconds
+        )
         app.state.mnemoflow = GatewayState(
             settings=settings,
             db=db,
@@ -121,6 +135,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             celery=make_celery(settings, "mnemoflow.gateway"),
             aftermath=aftermath,
             limiter=RateLimiter(redis_client, settings.rate_limits),
+            health=health,
             lexical_db=lexical_db,
             query_caches=tuple(c for c in cached.values() if isinstance(c, CachedEmbedder)),
         )
@@ -138,11 +153,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.metrics_registry = REGISTRY
         # What start-up built lives as long as the process: out of the collector's sight, a full collection
         # scans only what requests leave behind (measured: one full collection stalled a query 40 ms).
+        health.start()  # a first reading now: the first /health has one
         gc.freeze()
         log.info("gateway ready (version %s)", __version__)
         try:
             yield
         finally:
+            health.stop()
             aftermath.close()  # the last queries' bookkeeping, before the connections go
             if app.state.metrics_registry is REGISTRY:
                 for collector in store_counts:

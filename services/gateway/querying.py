@@ -10,6 +10,7 @@ from services.gateway import metrics
 from services.gateway.aftermath import QueryRecord
 from services.gateway.state import GatewayState
 from shared.api.query import QueryRequest
+from shared.embedding.cost import windows
 from shared.jobs import ReinforceHits
 from shared.lifecycle.activity import query_finished
 from shared.retrieval import stats as retrieval_stats
@@ -19,8 +20,10 @@ from shared.retrieval.service import QueryOutcome
 def run_query(state: GatewayState, user_id: str, body: QueryRequest) -> QueryOutcome:
     """Answer `body` for `user_id` (charged to its query quota); what follows the answer is left to the aftermath."""
     settings = state.settings
-    # charged to the tenant's quota, and counted active: the decay cycle waits for us
-    active = state.limiter.admit_query(user_id, settings.active_query_ttl_seconds)
+    (tokens,) = state.engine.tokens([body.query])
+    settings.limits.check_query_tokens(tokens)
+    # charged to the tenant's quota by the model windows it fills, and counted active: the decay cycle waits for us
+    active = state.limiter.admit_query(user_id, settings.active_query_ttl_seconds, units=windows(tokens))
     try:
         with state.db.reading(user_id) as session:
             # never the query's own pool, and acting for the same tenant

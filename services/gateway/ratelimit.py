@@ -77,13 +77,14 @@ class RateLimiter:
         if self._checking():
             self._take_or_refuse(tenant, quota, units)
 
-    def admit_query(self, tenant: str, ttl_seconds: float) -> str | None:
-        """Charge a query to the tenant's quota and count it active (shared.lifecycle.activity), in one round trip.
-        Returns its active-query token (None when Redis could not count it); raises RateLimited like `charge`."""
+    def admit_query(self, tenant: str, ttl_seconds: float, units: int = 1) -> str | None:
+        """Charge a query (`units`: the model windows it fills) to the tenant's quota and count it active
+        (shared.lifecycle.activity), in one round trip. Returns its active-query token (None when Redis could not
+        count it); raises RateLimited like `charge`."""
         if not self._checking():
             return query_started(self._client, ttl_seconds)
         token, expires = new_token(ttl_seconds)
-        counted = self._take_or_refuse(tenant, Quota.QUERIES, 1, active=(token, expires))
+        counted = self._take_or_refuse(tenant, Quota.QUERIES, units, active=(token, expires))
         return token if counted else None
 
     def _checking(self) -> bool:

@@ -21,12 +21,12 @@ class ClosingStream(StreamingResponse):
     def __init__(
         self,
         content: Generator[bytes],
-        *,
+        status_code: int = 200,  # FastAPI reads a response class's default status from this parameter
         headers: Mapping[str, str] | None = None,
         media_type: str | None = None,
     ) -> None:
         self._source = content
-        super().__init__(iterate_in_threadpool(content), headers=headers, media_type=media_type)
+        super().__init__(iterate_in_threadpool(content), status_code, headers=headers, media_type=media_type)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from services.gateway import metrics
 from services.gateway.aftermath import QueryAftermath
+from services.gateway.health import HealthMonitor
 from services.gateway.ratelimit import RateLimiter
 from shared.config import Settings
 from shared.db import Database
@@ -64,6 +65,7 @@ class GatewayState:
     celery: Celery
     aftermath: QueryAftermath  # a query's bookkeeping after its response
     limiter: RateLimiter  # the tenants' quotas
+    health: HealthMonitor  # what /health reports, read in the background
     lexical_db: Database | None = None  # queries' full-text stages, beside them (a pool of its own)
     query_caches: tuple[CachedEmbedder, ...] = ()  # written behind: flushed by the aftermath thread
 

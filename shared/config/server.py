@@ -15,6 +15,7 @@ from shared.api.common import check_user_id
 from shared.backpressure import (
     Bucket,
     DatabaseLimits,
+    EmbeddingBound,
     RateLimits,
     Timeouts,
     default_gateway_workers,
@@ -28,6 +29,7 @@ _LIMITS = InputLimits()
 _RESTARTS = RestartPolicy()
 _RATES = RateLimits()
 _DB = DatabaseLimits()
+_EMBED_BOUND = EmbeddingBound()
 
 
 class OpenAccessRefused(RuntimeError):
@@ -66,6 +68,8 @@ class ServerSettings(BaseModel):
     # Input limits (`limits`)
     max_request_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     max_content_chars: int = Field(default=_LIMITS.max_content_chars, ge=1)
+    max_content_tokens: int = Field(default=_LIMITS.max_content_tokens, ge=1)
+    max_query_tokens: int = Field(default=_LIMITS.max_query_tokens, ge=1)
     max_tags: int = Field(default=_LIMITS.max_tags, ge=0)
     max_tag_chars: int = Field(default=_LIMITS.max_tag_chars, ge=1)
     max_metadata_bytes: int = Field(default=_LIMITS.max_metadata_bytes, ge=0)
@@ -101,6 +105,12 @@ class ServerSettings(BaseModel):
     # Where the gateway's processes keep their Prometheus files (emptied at each start); unset: a temporary directory.
     gateway_metrics_dir: Path | None = None
     gateway_pool_timeout_seconds: float = Field(default=_DB.gateway_pool_timeout_seconds, gt=0)
+    # What /health reports is read in the background this often (services/gateway/health.py).
+    health_interval_seconds: float = Field(default=2.0, gt=0, le=60)
+    # The gateway's own embeddings (`embedding_bound`): at once per process (unset: its share of the cores), waiting.
+    gateway_embed_concurrency: int | None = Field(default=_EMBED_BOUND.concurrency, ge=1, le=64)
+    gateway_embed_queue: int = Field(default=_EMBED_BOUND.queue, ge=0, le=1000)
+    gateway_embed_wait_seconds: float = Field(default=_EMBED_BOUND.wait_seconds, gt=0)
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -171,6 +181,8 @@ class ServerSettings(BaseModel):
     def limits(self) -> InputLimits:
         return InputLimits(
             max_content_chars=self.max_content_chars,
+            max_content_tokens=self.max_content_tokens,
+            max_query_tokens=self.max_query_tokens,
             max_tags=self.max_tags,
             max_tag_chars=self.max_tag_chars,
             max_metadata_bytes=self.max_metadata_bytes,
@@ -200,6 +212,14 @@ class ServerSettings(BaseModel):
     def gateway_processes(self) -> int:
         """How many gateway processes serve requests: MNEMOFLOW_GATEWAY_WORKERS, or one per two usable cores, 1 to 4."""
         return self.gateway_workers or default_gateway_workers(usable_cores())
+
+    @property
+    def embedding_bound(self) -> EmbeddingBound:
+        return EmbeddingBound(
+            concurrency=self.gateway_embed_concurrency or _EMBED_BOUND.slots(usable_cores(), self.gateway_processes),
+            queue=self.gateway_embed_queue,
+            wait_seconds=self.gateway_embed_wait_seconds,
+        )
 
     @property
     def database_limits(self) -> DatabaseLimits:

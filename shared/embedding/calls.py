@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared.embedding.base import EmbeddingProvider, embed_texts
+from shared.embedding.gate import EmbeddingBusy
 from shared.errors import public_message
 
 log = logging.getLogger("mnemoflow.embedding")
@@ -44,6 +45,8 @@ def embed_timed(
     started = time.perf_counter()
     try:
         vectors = embed_texts(embedder, texts, contexts)
+    except EmbeddingBusy:
+        raise  # this process had no room for the call: not the provider's failure, and nothing was asked of it
     except Exception as exc:
         elapsed = (time.perf_counter() - started) * 1000
         # The record reaches tenants (a 503, a job's error): the provider's address stays in the log.

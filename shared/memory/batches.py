@@ -7,6 +7,8 @@ one sector each. The workers store the chunks (`shared.memory.chunks`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from shared.api.memories import BatchRequest
 from shared.jobs import ChunkItem, ChunkSpec, Classified, plan_chunks
 from shared.memory.limits import InputLimits
@@ -16,14 +18,22 @@ from shared.text import normalize_content
 
 
 def plan_batch(
-    body: BatchRequest, *, limits: InputLimits, context: SequenceContext, chunk_size: int
+    body: BatchRequest,
+    *,
+    limits: InputLimits,
+    context: SequenceContext,
+    chunk_size: int,
+    tokens: Sequence[int] | None = None,
 ) -> list[ChunkSpec]:
-    """The chunks that store `body`'s items; InvalidInput (422) names the first item over a limit."""
+    """The chunks that store `body`'s items; InvalidInput (422) names the first item over a limit. `tokens`: each
+    item's tokens for the embedding model (`MemoryEngine.tokens`), checked against the token limit."""
     limits.check_batch(len(body.items))
     contexts = context.of_sequence([item.content for item in body.items]) if body.sequence else None
     planned = []
     for i, item in enumerate(body.items):
         limits.check_item(item.content, item.tags, item.metadata, where=f"items[{i}]")
+        if tokens is not None:
+            limits.check_tokens(tokens[i], where=f"items[{i}]")
         classification = classify(normalize_content(item.content))
         stored = ChunkItem.store(
             item,

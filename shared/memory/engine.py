@@ -7,9 +7,12 @@ regeneration, `shared.lifecycle.reinforcement`.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,6 +22,7 @@ from shared.api.memories import MemoryCreate
 from shared.config import Settings
 from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_timed
+from shared.embedding.cost import token_counts
 from shared.errors import Conflict, NotFound
 from shared.memory import sectors as sector_rules
 from shared.memory.sectors import group_sectors
@@ -34,6 +38,19 @@ from shared.storage.sector_models import guard_store_model, per_sector
 from shared.text import hash_normalized, normalize_content
 
 ChunkClassification = tuple[Sequence[str], float]  # sectors (primary first), confidence
+# A short session of its own for what a write reads before it embeds (the gateway's: `db.reading(tenant)`), so
+# that no pooled connection is held while the model runs.
+Reading = Callable[[], AbstractContextManager[Session]]
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    """A memory's new content and what its vectors and those of the turns after it are embedded after."""
+
+    item: MemoryCreate
+    contexts: list[str]
+    followers: list[waypoint_store.Follower]
+    follower_contexts: list[str]
 
 
 class MemoryEngine:
@@ -54,6 +71,19 @@ class MemoryEngine:
         self.context = settings.context
         self.waypoints = settings.waypoints
         self.reinforcement = settings.reinforcement
+
+    def tokens(self, texts: Sequence[str]) -> list[int]:
+        """Each text's tokens for the models that embed it (the most any of them counts), exact past a window."""
+        providers = list({id(p): p for p in self.embedders.values()}.values())
+        counts = [token_counts(provider, texts) for provider in providers]
+        return [max(each) for each in zip(*counts, strict=True)]
+
+    def check_content(self, content: str, where: str = "content") -> int:
+        """The content's character and token limits; returns its tokens."""
+        self.limits.check_content(content, where)
+        (tokens,) = self.tokens([content])
+        self.limits.check_tokens(tokens, where)
+        return tokens
 
     def prepare(
         self,
@@ -194,21 +224,33 @@ class MemoryEngine:
         *,
         follows: uuid.UUID | None = None,
         classified: ChunkClassification | None = None,
+        reading: Reading | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Store one memory now; returns (memory, deduplicated). `follows`: the tenant's memory this one comes
         after in a sequence (linked by a `next` waypoint); without it, the last memory added to the conversation
         its metadata names (`sequence.conversation_key`), if any. A new memory becomes its conversation's last.
-        `classified`: its sectors (primary first) and confidence when the caller decides them (a graph node's)."""
-        self.limits.check_item(item.content, item.tags, item.metadata)
-        if follows is not None and memory_store.get_memory(session, user_id, follows) is None:
-            raise NotFound(f"memory {follows} (follows) is not a memory of user_id {user_id!r}")
+        `classified`: its sectors (primary first) and confidence when the caller decides them (a graph node's).
+        `reading`: where to read what it follows before embedding it (else `session`, which then holds its
+        connection while the model runs)."""
+        self.limits.check_labels(item.tags, item.metadata, "content")
+        self.check_content(item.content)
         conversation = conversation_key(item.metadata)
-        after = follows
+        after, contexts = follows, None
+        if follows is not None or conversation is not None:
+            with (reading or (lambda: contextlib.nullcontext(session)))() as early:
+                if follows is not None and memory_store.get_memory(early, user_id, follows) is None:
+                    raise NotFound(f"memory {follows} (follows) is not a memory of user_id {user_id!r}")
+                if follows is None:
+                    assert conversation is not None
+                    after = conversation_store.head(early, user_id, conversation)
+                if after is not None:
+                    contexts = self.stored_contexts(early, user_id, [after], inclusive=True)
+        prepared, calls = self.prepare([item], user_id, [classified] if classified else None, contexts=contexts)
         if conversation is not None:  # locked until commit: the conversation's next add waits for this one
             head = conversation_store.lock_head(session, user_id, conversation)
+            # Another add of the conversation may have come in since it was read: linked after that one, this
+            # memory keeps the context it was embedded after (two turns at once have no order of their own).
             after = follows if follows is not None else head
-        contexts = self.stored_contexts(session, user_id, [after], inclusive=True) if after else None
-        prepared, calls = self.prepare([item], user_id, [classified] if classified else None, contexts=contexts)
         for call in calls:
             embed_log_store.log_embedding(session, call, purpose="add")
         (ref,) = self.store(session, prepared, settle=True)
@@ -221,21 +263,35 @@ class MemoryEngine:
         assert memory is not None
         return memory, not ref.created
 
-    def update(self, session: Session, user_id: str, memory_id: uuid.UUID, patch: dict[str, Any]) -> dict[str, Any]:
-        """Change content (re-classified, re-embedded), tags, metadata, status or occurred_at; BM25 statistics
-        follow the change."""
-        current = memory_store.get_memory(session, user_id, memory_id)
-        if current is None:
-            raise NotFound(f"memory {memory_id} not found")
+    def update(
+        self,
+        session: Session,
+        user_id: str,
+        memory_id: uuid.UUID,
+        patch: dict[str, Any],
+        *,
+        reading: Reading | None = None,
+    ) -> dict[str, Any]:
+        """Change content (re-classified, re-embedded, and the turns after it embedded again after it), tags,
+        metadata, status or occurred_at; BM25 statistics follow the change. `reading`: as for `add`, where what
+        the new vectors need is read before the model runs."""
         content, tags, metadata = patch.get("content"), patch.get("tags"), patch.get("metadata")
         self.limits.check_labels(tags or [], metadata or {}, "update")
+        rewrite: _Rewrite | None = None
+        with (reading or (lambda: contextlib.nullcontext(session)))() as early:
+            current = memory_store.get_memory(early, user_id, memory_id)
+            if current is None:
+                raise NotFound(f"memory {memory_id} not found")
+            if content is not None and normalize_content(content) != normalize_content(current["content"]):
+                self.check_content(content)
+                rewrite = self._plan_rewrite(early, user_id, memory_id, current, content)
         prepared = None
-        if content is not None and normalize_content(content) != normalize_content(current["content"]):
-            self.limits.check_content(content)
-            item = MemoryCreate(content=content, tags=current["tags"], metadata=current["metadata"])
-            contexts = self.stored_contexts(session, user_id, [memory_id])
-            (prepared,), calls = self.prepare([item], user_id, contexts=contexts)
-            for call in calls:
+        if rewrite is not None:  # the model runs here, between the two sessions
+            (prepared,), calls = self.prepare([rewrite.item], user_id, contexts=rewrite.contexts)
+            followers, more = self._embed_followers(rewrite)
+            if reading is not None and memory_store.get_memory(session, user_id, memory_id) is None:
+                raise NotFound(f"memory {memory_id} not found")  # deleted while it was embedded
+            for call in [*calls, *more]:
                 embed_log_store.log_embedding(session, call, purpose="update")
             guard_store_model(session, self.embedders)
             owner = memory_store.content_hash_owner(session, user_id, prepared.content_hash)
@@ -255,29 +311,61 @@ class MemoryEngine:
             )
         if retext:
             bm25.count_terms(session, [memory_id], sign=1)
-        if prepared is not None:
-            self._reembed_followers(session, user_id, memory_id)
+        if rewrite is not None:
+            self._swap_followers(session, user_id, memory_id, followers)
         updated = memory_store.get_memory(session, user_id, memory_id)
-        assert updated is not None
+        if updated is None:  # deleted meanwhile
+            raise NotFound(f"memory {memory_id} not found")
         return updated
 
-    def _reembed_followers(self, session: Session, user_id: str, memory_id: uuid.UUID) -> int:
-        """The turns after an edited memory were embedded after its old text: embed them again after the new
-        one. Full-width ones only (a compressed one gets its context when it regenerates); returns how many."""
-        followers = waypoint_store.full_width_followers(session, user_id, memory_id, turns=self.context.turns)
-        if not followers:
-            return 0
-        ids = [f.id for f in followers]
-        vectors, calls = self.embed_by_sector(
-            [normalize_content(f.content) for f in followers],
-            [f.sectors for f in followers],
-            self.stored_contexts(session, user_id, ids),
+    def _plan_rewrite(
+        self, session: Session, user_id: str, memory_id: uuid.UUID, current: dict[str, Any], content: str
+    ) -> _Rewrite:
+        """What re-embedding a memory with new content needs, read before the model runs: its own context, and
+        the turns after it (full width) with what each follows, the new content in the old one's place."""
+        item = MemoryCreate(content=content, tags=current["tags"], metadata=current["metadata"])
+        contexts = self.stored_contexts(session, user_id, [memory_id])
+        followers = waypoint_store.full_width_followers(
+            session, user_id, memory_id, turns=self.context.turns, lock=False
         )
-        for call in calls:
-            embed_log_store.log_embedding(session, call, purpose="update")
+        chains = waypoint_store.preceding_turns(session, user_id, [f.id for f in followers], turns=self.context.turns)
+        follower_contexts = [
+            self.context.join([content if turn == memory_id else text_ for turn, text_ in chains.get(f.id, [])])
+            for f in followers
+        ]
+        return _Rewrite(item, contexts, followers, follower_contexts)
+
+    def _embed_followers(
+        self, rewrite: _Rewrite
+    ) -> tuple[list[tuple[waypoint_store.Follower, dict[str, SectorVector]]], list[EmbedCall]]:
+        """The turns after an edited memory, embedded again after its new text."""
+        if not rewrite.followers:
+            return [], []
+        vectors, calls = self.embed_by_sector(
+            [normalize_content(f.content) for f in rewrite.followers],
+            [f.sectors for f in rewrite.followers],
+            rewrite.follower_contexts,
+        )
+        return list(zip(rewrite.followers, vectors, strict=True)), calls
+
+    def _swap_followers(
+        self,
+        session: Session,
+        user_id: str,
+        memory_id: uuid.UUID,
+        embedded: list[tuple[waypoint_store.Follower, dict[str, SectorVector]]],
+    ) -> int:
+        """Store the followers' new vectors, for those still as they were read (locked now; one changed or
+        compressed meanwhile keeps what its own change gave it); returns how many."""
+        if not embedded:
+            return 0
+        locked = waypoint_store.full_width_followers(session, user_id, memory_id, turns=self.context.turns)
+        still = {(f.id, f.content) for f in locked}
+        kept = [(f.id, v) for f, v in embedded if (f.id, f.content) in still]
+        ids = [i for i, _ in kept]
         indexed = set(vector_store.settled_ids(session, ids))  # a memory waiting for its merge stays in the fresh tier
-        vector_store.swap_vectors(session, [(i, user_id, v, i in indexed) for i, v in zip(ids, vectors, strict=True)])
-        return len(ids)
+        vector_store.swap_vectors(session, [(i, user_id, v, i in indexed) for i, v in kept])
+        return len(kept)
 
     def delete(self, session: Session, user_id: str, memory_id: uuid.UUID) -> bool:
         """Delete a memory (vectors and waypoints cascade) and take it out of the BM25 statistics."""

@@ -27,7 +27,7 @@ from shared.api.memories import MemoryCreate
 from shared.errors import InvalidInput
 from shared.memory import lgm
 from shared.memory import sectors as sector_rules
-from shared.memory.engine import MemoryEngine
+from shared.memory.engine import MemoryEngine, Reading
 from shared.storage import memories as memory_store
 from shared.storage.rows import MemoryFilter
 from shared.text import normalize_content
@@ -46,7 +46,7 @@ class LangGraphMemory:
     def limit(self, requested: int | None) -> int:
         return requested or self.params.max_context
 
-    def store(self, session: Session, user_id: str, request: LgmStore) -> LgmStored:
+    def store(self, session: Session, user_id: str, request: LgmStore, *, reading: Reading | None = None) -> LgmStored:
         """Store a node's memory and, unless told otherwise (`reflective`, OM_LG_REFLECTIVE), an automatic
         reflection of it in the `reflect` node (not for a reflection itself)."""
         node = lgm.node_name(request.node_or(None))
@@ -60,6 +60,7 @@ class LangGraphMemory:
             request.graph_id,
             tags=request.tags,
             metadata=request.metadata,
+            reading=reading,
         )
         wanted = self.params.reflective if request.reflective is None else request.reflective
         reflection = None
@@ -75,6 +76,7 @@ class LangGraphMemory:
                 metadata={},
                 source_memory=str(memory.id),
                 source_node=node,
+                reading=reading,
             )
         return LgmStored(memory=memory, reflection=reflection)
 
@@ -89,6 +91,7 @@ class LangGraphMemory:
         *,
         tags: Sequence[str],
         metadata: Mapping[str, Any],
+        reading: Reading | None = None,
         **extra: Any,
     ) -> LgmMemory:
         classified = sector_rules.classify(normalize_content(content))
@@ -98,7 +101,9 @@ class LangGraphMemory:
             metadata=lgm.node_metadata(metadata, node, namespace, graph_id, datetime.now(UTC), **extra),
         )
         sectors = lgm.node_sectors(node, classified.sectors)
-        row, deduplicated = self.engine.add(session, user_id, item, classified=(sectors, classified.confidence))
+        row, deduplicated = self.engine.add(
+            session, user_id, item, classified=(sectors, classified.confidence), reading=reading
+        )
         return LgmMemory(
             id=row["id"],
             node=lgm.stored_node(row["metadata"], row["primary_sector"]),

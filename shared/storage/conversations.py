@@ -36,6 +36,17 @@ def lock_head(session: Session, user_id: str, key: str) -> uuid.UUID | None:
     return head if alive else None
 
 
+def head(session: Session, user_id: str, key: str) -> uuid.UUID | None:
+    """The conversation's last memory as it stands, without locking it (None when there is none or it is gone)."""
+    return session.execute(
+        text(
+            "SELECT h.memory_id FROM conversation_heads h JOIN memories m ON m.id = h.memory_id "
+            "AND m.user_id = h.user_id WHERE h.user_id = :user_id AND h.key = :key"
+        ),
+        {"user_id": user_id, "key": key},
+    ).scalar_one_or_none()
+
+
 def move_head(session: Session, user_id: str, key: str, memory_id: uuid.UUID) -> None:
     """The conversation's last memory is now `memory_id` (its row locked by `lock_head` in this transaction)."""
     session.execute(

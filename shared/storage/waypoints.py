@@ -93,6 +93,14 @@ def preceding_contents(
     """The contents of up to `turns` memories before each memory along `next` waypoints, oldest first (the
     memory's own content last when `inclusive`, counted among the turns). Where several memories lead to
     one, the latest link is followed. Memories with nothing before them are left out."""
+    chains = preceding_turns(session, user_id, memory_ids, turns=turns, inclusive=inclusive)
+    return {origin: [content for _, content in chain] for origin, chain in chains.items()}
+
+
+def preceding_turns(
+    session: Session, user_id: str, memory_ids: Sequence[uuid.UUID], *, turns: int, inclusive: bool = False
+) -> dict[uuid.UUID, list[tuple[uuid.UUID, str]]]:
+    """Like `preceding_contents`, each turn with its memory's id."""
     if turns <= 0 or not memory_ids:
         return {}
     rows = session.execute(
@@ -111,7 +119,7 @@ def preceding_contents(
                 ) p
                 WHERE b.depth < :last
             )
-            SELECT b.origin, m.content
+            SELECT b.origin, m.id, m.content
             FROM back b JOIN memories m ON m.id = b.id AND m.user_id = :user_id
             WHERE b.depth >= :first
             ORDER BY b.origin, b.depth DESC
@@ -124,9 +132,9 @@ def preceding_contents(
             "last": turns - 1 if inclusive else turns,
         },
     ).all()
-    out: dict[uuid.UUID, list[str]] = defaultdict(list)
-    for origin, content in rows:
-        out[origin].append(content)
+    out: dict[uuid.UUID, list[tuple[uuid.UUID, str]]] = defaultdict(list)
+    for origin, memory_id, content in rows:
+        out[origin].append((memory_id, content))
     return dict(out)
 
 
@@ -137,9 +145,12 @@ class Follower:
     sectors: tuple[str, ...]
 
 
-def full_width_followers(session: Session, user_id: str, memory_id: uuid.UUID, *, turns: int) -> list[Follower]:
+def full_width_followers(
+    session: Session, user_id: str, memory_id: uuid.UUID, *, turns: int, lock: bool = True
+) -> list[Follower]:
     """The memories up to `turns` `next` links after `memory_id` (every branch) whose vectors are full width,
-    locked for a re-embed; compressed and fingerprinted ones are left to their regeneration."""
+    locked for a re-embed unless `lock` is false; compressed and fingerprinted ones are left to their
+    regeneration."""
     if turns <= 0:
         return []
     rows = session.execute(
@@ -156,8 +167,8 @@ def full_width_followers(session: Session, user_id: str, memory_id: uuid.UUID, *
             WHERE m.id IN (SELECT id FROM ahead WHERE id <> CAST(:id AS uuid)) AND m.user_id = :user_id
               AND m.compression = 'full'
             ORDER BY m.id
-            FOR UPDATE
             """
+            + (" FOR UPDATE" if lock else "")
         ),
         {"id": memory_id, "user_id": user_id, "turns": turns},
     ).all()

@@ -18,8 +18,18 @@ from tests.conftest import running, service_env, wait_for_job
 pytestmark = pytest.mark.e2e
 
 
-def test_health_reports_provider_database_and_broker(http):
-    body = http.get("/health").json()
+def serving(http: httpx.Client) -> dict:
+    """/health once it is ok: every work queue has a ready process (the worker's pool says so, the gateway reads it
+    every 2 s)."""
+    deadline = time.monotonic() + 60
+    while (answer := http.get("/health")).status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_health_reports_provider_database_and_broker(http, worker):
+    body = serving(http)
     assert body["ok"] is True
     assert body["embedding"]["provider"] == "synthetic" and body["embedding"]["dimensions"] == 384
     assert body["embedding"]["loaded"] is True and body["embedding"]["remote"] is False
@@ -490,7 +500,8 @@ def _sample(http, name: str, **labels: str) -> float:
     return 0.0
 
 
-def test_metrics_count_requests_by_route_template_and_status(http, tenant):
+def test_metrics_count_requests_by_route_template_and_status(http, worker, tenant):
+    serving(http)
     health = {"method": "GET", "route": "/health", "status": "200"}
     missing = {"method": "GET", "route": "/memory/{memory_id}", "status": "404"}
     latency = {"method": "GET", "route": "/memory/{memory_id}"}

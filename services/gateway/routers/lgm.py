@@ -18,6 +18,7 @@ from shared.api.lgm import (
 )
 from shared.api.query import QueryFilters, QueryRequest
 from shared.backpressure import Quota
+from shared.embedding.cost import windows
 from shared.memory import lgm
 from shared.memory.langgraph import LangGraphMemory, found
 
@@ -34,8 +35,8 @@ def store(body: LgmStore, state: StateDep, work: WorkDep, principal: PrincipalDe
     act → procedural, emotion → emotional, any other → semantic), scoped to the namespace and graph; with an
     automatic reflection of it unless `reflective` is false (OM_LG_REFLECTIVE)."""
     user_id = principal.tenant(body.user_id)
-    state.limiter.charge(user_id, Quota.WRITES)
-    return _graphs(state).store(work.session, user_id, body)
+    state.limiter.charge(user_id, Quota.WRITES, windows(state.engine.check_content(body.content)))
+    return _graphs(state).store(work.session, user_id, body, reading=lambda: state.db.reading(user_id))
 
 
 @router.post("/retrieve", response_model=LgmRetrieved)

@@ -27,6 +27,7 @@ from shared.api.memories import (
     ReinforceRequest,
 )
 from shared.backpressure import Quota
+from shared.embedding.cost import windows
 from shared.errors import InvalidInput, NotFound
 from shared.jobs import JobKind, StoreChunk
 from shared.memory import sectors as sector_rules
@@ -46,8 +47,10 @@ def add_memory(body: MemoryAdd, state: StateDep, work: WorkDep, principal: Princ
     `follows` links it after an earlier memory (the previous turn of a conversation); without it, a conversation
     named in its metadata (`session_id`, `thread_id`, ...) links it after that conversation's previous add."""
     user_id = principal.tenant(body.user_id)
-    state.limiter.charge(user_id, Quota.WRITES)
-    memory, deduplicated = state.engine.add(work.session, user_id, body, follows=body.follows)
+    state.limiter.charge(user_id, Quota.WRITES, windows(state.engine.check_content(body.content)))
+    memory, deduplicated = state.engine.add(
+        work.session, user_id, body, follows=body.follows, reading=lambda: state.db.reading(user_id)
+    )
     metrics.MEMORIES_ADDED.labels(deduplicated=str(deduplicated).lower()).inc()
     return MemoryAddResult(**memory, deduplicated=deduplicated)
 
@@ -62,8 +65,11 @@ def add_batch(
     for item in body.items:  # an item may not write into another tenant
         if item.user_id is not None:
             principal.tenant(item.user_id, user_id)
-    state.limiter.charge(user_id, Quota.WRITES, len(body.items))
-    chunks = plan_batch(body, limits=settings.limits, context=settings.context, chunk_size=settings.chunk_size)
+    tokens = state.engine.tokens([item.content for item in body.items])
+    state.limiter.charge(user_id, Quota.WRITES, sum(windows(n) for n in tokens))
+    chunks = plan_batch(
+        body, limits=settings.limits, context=settings.context, chunk_size=settings.chunk_size, tokens=tokens
+    )
     job_id, created = job_store.create_job(
         work.session,
         user_id=user_id,
@@ -173,8 +179,11 @@ def update_memory(memory_id: uuid.UUID, body: MemoryUpdate, state: StateDep, wor
     if all(value is None for value in (body.content, body.tags, body.metadata, body.status, body.occurred_at)):
         raise InvalidInput("nothing to update: send content, tags, metadata, status or occurred_at")
     tenant = memory_tenant(state, principal, memory_id, body.user_id)
-    state.limiter.charge(tenant, Quota.WRITES)
-    row = state.engine.update(work.session, tenant, memory_id, body.model_dump(exclude_unset=True))
+    cost = windows(state.engine.check_content(body.content)) if body.content is not None else 1
+    state.limiter.charge(tenant, Quota.WRITES, cost)
+    row = state.engine.update(
+        work.session, tenant, memory_id, body.model_dump(exclude_unset=True), reading=lambda: state.db.reading(tenant)
+    )
     return MemoryPublic(**row)
 
 

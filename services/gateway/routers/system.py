@@ -14,50 +14,44 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from sqlalchemy.orm import Session
 
 from services.gateway.deps import CallerDep, PrincipalDep, StateDep, WorkDep, require_operator
-from shared import __version__, worker_status
+from shared import __version__
 from shared.api.common import UserId
 from shared.api.jobs import JobPublic
 from shared.errors import NotFound, public_message
-from shared.jobs import JobKind
+from shared.jobs import ALL_QUEUES
 from shared.memory import sectors as sector_rules
 from shared.retrieval import stats as retrieval_stats
 from shared.storage import jobs as job_store
 from shared.storage import memories as memory_store
 from shared.storage import vectors as vector_store
-from shared.storage.sector_models import StoreModel, current_models, of
+from shared.storage.sector_models import StoreModel, of
 
 router = APIRouter(tags=["system"])
 
 
 @router.get("/health")
-def health(state: StateDep, response: Response, caller: CallerDep) -> dict[str, Any]:
-    """Whether the database and the broker answer (503 if not) and whether the workers can work. To a caller
-    with a key, also the version and the embedding provider, model and store; to the operator, the workers:
-    how many processes are ready per queue, and which cannot work and why. A probe needs no key."""
-    database_ok = broker_ok = True
-    store_models: dict[str, StoreModel] = {}
-    reembedding: list[str] = []
-    try:
-        with state.maintenance.session() as session:  # re-embed jobs are the store's, no tenant's
-            store_models = current_models(session)
-            reembedding = [str(job["id"]) for job in job_store.open_jobs(session, JobKind.REEMBED)]
-    except Exception:
-        database_ok = False
-    workers: dict[str, Any] = {}
-    try:
-        state.redis.ping()
-        workers = worker_status.summary(state.redis)
-    except Exception:
-        broker_ok = False
-    # Workers that cannot work make the stack not ok, but this gateway still serves: 200, not 503.
-    workers_ok = not workers.get("failing")
-    ok = database_ok and broker_ok and workers_ok
-    if not (database_ok and broker_ok):
+async def health(state: StateDep, response: Response, caller: CallerDep) -> dict[str, Any]:
+    """Whether the stack can serve: the database and the broker answer and every work queue has a ready process
+    (else 503 with Retry-After). To a caller with a key, also the version and the embedding provider, model and
+    store; to the operator, the workers: how many processes are ready per queue, and which cannot work and why. A
+    probe needs no key, and costs no query: the state is read in the background (services/gateway/health.py)."""
+    reading = state.health.current()
+    idle = reading.idle_queues(ALL_QUEUES)
+    ok = reading.database_ok and reading.broker_ok and not idle
+    workers_ok = not idle and not reading.workers.get("failing")
+    if not ok:
         response.status_code = 503
+        response.headers["Retry-After"] = str(state.health.retry_after())
     if caller is None:
-        return {"ok": ok, "database": {"ok": database_ok}, "broker": {"ok": broker_ok}, "workers": {"ok": workers_ok}}
+        return {
+            "ok": ok,
+            "database": {"ok": reading.database_ok},
+            "broker": {"ok": reading.broker_ok},
+            "workers": {"ok": workers_ok},
+        }
     embedder = state.engine.embedder
     configured = {sector: of(e) for sector, e in state.engine.embedders.items()}
+    store_models: dict[str, StoreModel] = reading.store_models
     store_model = store_models.get("semantic")
     return {
         "ok": ok,
@@ -77,13 +71,16 @@ def health(state: StateDep, response: Response, caller: CallerDep) -> dict[str, 
             if len(set(store_models.values())) > 1
             else None,
             "matches_store": bool(store_models) and all(store_models.get(s) == m for s, m in configured.items()),
-            "reembed_jobs": reembedding,
+            "reembed_jobs": reading.reembedding,
         },
-        "database": {"ok": database_ok},
-        "broker": {"ok": broker_ok},
-        # ready pool processes, per queue, and those whose start-up failed (with why): shared/worker_status.py;
-        # the why names servers, so it is the operator's
-        "workers": workers if caller.is_admin else {"ok": workers_ok},
+        "database": {"ok": reading.database_ok},
+        "broker": {"ok": reading.broker_ok},
+        "checked_at": reading.checked_at.isoformat(),  # when this was read (MNEMOFLOW_HEALTH_INTERVAL_SECONDS)
+        # ready pool processes, per queue, queues none takes, and those whose start-up failed (with why):
+        # shared/worker_status.py; the why names servers, so it is the operator's
+        "workers": {**reading.workers, "ok": workers_ok, "idle_queues": idle}
+        if caller.is_admin
+        else {"ok": workers_ok},
     }
 
 

@@ -12,6 +12,8 @@ import pytest
 from sqlalchemy import text
 
 from shared.api.memories import MemoryCreate
+from shared.embedding.synthetic import SyntheticEmbedder
+from shared.memory.engine import MemoryEngine
 from tests.integration.helpers import add, embedded_after, stored_vector
 
 pytestmark = pytest.mark.integration
@@ -129,3 +131,58 @@ def test_a_metadata_timestamp_becomes_when_the_memory_occurred(db, engine, tenan
     memory, _ = add(db, engine, tenant, "Lea: see you at seven", metadata={"timestamp": "2023-05-08T13:56:00"})
     assert memory["occurred_at"].isoformat() == "2023-05-08T13:56:00+00:00"
     assert memory["metadata"] == {"timestamp": "2023-05-08T13:56:00"}
+
+
+class _PoolWatcher(SyntheticEmbedder):
+    """The synthetic model, noting how many of the app role's pooled connections are out while it runs."""
+
+    def __init__(self, pool) -> None:
+        super().__init__(dim=384)
+        self.pool = pool
+        self.seen: list[int] = []
+
+    def embed(self, texts):
+        self.seen.append(self.pool.checkedout())
+        return super().embed(texts)
+
+    def embed_in_context(self, texts, contexts):
+        self.seen.append(self.pool.checkedout())
+        return super().embed_in_context(texts, contexts)
+
+
+def test_an_add_of_a_conversation_holds_no_connection_while_it_embeds(app_db, settings, tenant):
+    # Each add reads the conversation's last turn and what it follows first: on a short session of its own, as the
+    # gateway's routes pass it, so that a slow model never holds a pooled connection (and a second tenant's 503).
+    watcher = _PoolWatcher(app_db.engine.pool)
+    engine = MemoryEngine(settings, watcher)
+    db = app_db.bound(tenant)
+    ids = []
+    for turn in TURNS:
+        before = app_db.engine.pool.checkedout()
+        with db.session() as session:
+            memory, _ = engine.add(
+                session, tenant, MemoryCreate(content=turn, metadata={"session_id": "s"}), reading=db.reading
+            )
+        ids.append(memory["id"])
+        assert watcher.seen[-1] == before
+    assert next_links(db, tenant) == {(ids[0], ids[1]), (ids[1], ids[2])}
+    with db.session() as session:  # read through the add's own session, as before: its connection is held
+        engine.add(session, tenant, MemoryCreate(content="Lea: yes, the river", metadata={"session_id": "s"}))
+        assert watcher.seen[-1] == before + 1
+
+
+def test_an_update_embeds_itself_and_the_turns_after_it_with_no_connection_held(app_db, settings, tenant):
+    watcher = _PoolWatcher(app_db.engine.pool)
+    engine = MemoryEngine(settings, watcher)
+    db = app_db.bound(tenant)
+    ids = add_turns(db, engine, tenant, TURNS, session_id="s")
+    before = app_db.engine.pool.checkedout()
+    watcher.seen.clear()
+    edited = "Lea: behind the new bakery"
+    with db.session() as session:
+        engine.update(session, tenant, ids[1], {"content": edited}, reading=db.reading)
+    assert watcher.seen and set(watcher.seen) == {before}  # the memory itself, then the turn after it
+    # the turn after the edit is embedded after the new text, as a fresh add of the same turns would be
+    np.testing.assert_allclose(
+        stored_vector(db, ids[2]), embedded_after(engine, TURNS[2], f"{TURNS[0]} {edited}"), atol=1e-6
+    )

@@ -7,8 +7,9 @@ import pytest
 
 from shared.config import Settings
 from shared.embedding import EmbeddingProvider
+from shared.embedding.cost import WINDOW_TOKENS, token_counts, windows
 from shared.embedding.factory import create_embedder
-from shared.embedding.local import MODEL_ID, LocalOnnxEmbedder, model_files
+from shared.embedding.local import MAX_TOKENS_PER_CHAR, MODEL_ID, LocalOnnxEmbedder, model_files
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +93,20 @@ def test_only_the_end_of_a_long_context_is_read(local):
     np.testing.assert_allclose(first, second, atol=1e-6)
     (short,) = local.embed_in_context([REPLY], ["beta " * 100 + QUESTION])
     assert float(short @ first) < 0.999  # what is near the text does count
+
+
+def test_no_character_makes_more_tokens_than_the_bound_says(local):
+    # token_counts skips tokenising texts whose length times the bound fits a window: the bound must hold for
+    # every character the tokenizer can meet (surrogates cannot reach it: the gateway refuses them).
+    characters = [chr(c) for c in range(0x20, 0x30000) if not 0xD800 <= c <= 0xDFFF]
+    counts = local.count_tokens(characters)
+    assert max(counts) == MAX_TOKENS_PER_CHAR  # Hangul syllables: three jamo each
+    assert local.count_tokens(["한국어" * 10]) == [80]  # 한 and 국 three jamo, 어 two
+
+
+def test_token_counts_are_exact_past_a_window_and_bounded_below(local):
+    short, punctuation, english = "what does Alice drink?", "!" * 16_000, "the ledger balances " * 500
+    bound, exact, prose = token_counts(local, [short, punctuation, english])
+    assert local.count_tokens([short])[0] <= bound <= WINDOW_TOKENS
+    assert exact == 16_000 and windows(exact) == 63
+    assert prose == local.count_tokens([english])[0] == 2_000  # 10,000 characters of English ("led", "##ger")

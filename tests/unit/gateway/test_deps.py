@@ -29,7 +29,7 @@ class Recorder:
 def state() -> tuple[GatewayState, Recorder, Recorder]:
     app, maintenance = Recorder("app"), Recorder("maintenance")
     fields: dict[str, Any] = dict.fromkeys(
-        ("settings", "engine", "retriever", "redis", "celery", "aftermath", "limiter")
+        ("settings", "engine", "retriever", "redis", "celery", "aftermath", "limiter", "health")
     )
     return GatewayState(db=app, maintenance=maintenance, **fields), app, maintenance  # type: ignore[arg-type]
 
