@@ -68,10 +68,12 @@ class RateLimits:
 @dataclass(frozen=True)
 class EmbeddingBound:
     """The gateway's in-process embeddings (`shared.embedding.gate`): at once per process (unset: the process's
-    share of the usable cores), and how many more may wait and for how long before a 503 with Retry-After."""
+    share of the usable cores), and how much may wait, in model windows, and for how long before a 503 with
+    Retry-After."""
 
     concurrency: int | None = None
-    queue: int = 16  # waiting calls hold request threads (40 per process): most are left for other routes
+    # 128 windows: 64 concurrent queries wait (a window is ~12 ms of a core for MiniLM), four 8,192-token adds do
+    queue: int = 128
     wait_seconds: float = 10.0
 
     def slots(self, cores: int, processes: int) -> int:

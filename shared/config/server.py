@@ -109,7 +109,7 @@ class ServerSettings(BaseModel):
     health_interval_seconds: float = Field(default=2.0, gt=0, le=60)
     # The gateway's own embeddings (`embedding_bound`): at once per process (unset: its share of the cores), waiting.
     gateway_embed_concurrency: int | None = Field(default=_EMBED_BOUND.concurrency, ge=1, le=64)
-    gateway_embed_queue: int = Field(default=_EMBED_BOUND.queue, ge=0, le=1000)
+    gateway_embed_queue: int = Field(default=_EMBED_BOUND.queue, ge=0, le=100_000)
     gateway_embed_wait_seconds: float = Field(default=_EMBED_BOUND.wait_seconds, gt=0)
 
     @field_validator("api_keys", mode="before")

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from shared.embedding.base import ContextualEmbeddingProvider, EmbeddingProvider
+from shared.embedding.cost import token_counts, windows
 from shared.errors import ServiceUnavailable
 
 
@@ -28,7 +29,9 @@ class EmbeddingBusy(ServiceUnavailable):
 
 
 class EmbeddingGate:
-    """`slots` embeddings at once; at most `max_waiting` more wait, each for `wait_seconds` at most."""
+    """`slots` embeddings at once; more wait, each for `wait_seconds` at most, while what waits costs at most
+    `max_waiting` model windows (a short query is 1, a memory of 8,192 tokens 32): many cheap calls queue, a few
+    costly ones fill the queue."""
 
     def __init__(self, slots: int, *, max_waiting: int, wait_seconds: float) -> None:
         if slots < 1 or max_waiting < 0 or wait_seconds <= 0:
@@ -38,28 +41,32 @@ class EmbeddingGate:
         self.wait_seconds = wait_seconds
         self._free = threading.Semaphore(slots)
         self._lock = threading.Lock()
-        self._waiting = 0
-        self._held_seconds = 0.05  # a moving mean of how long a slot is held: what Retry-After is estimated from
+        self._waiting = 0  # calls
+        self._waiting_cost = 0  # their windows
+        self._window_seconds = 0.05  # a moving mean of a slot's time per window: what Retry-After is estimated from
 
     @property
     def waiting(self) -> int:
         return self._waiting
 
     @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
-        """Hold one slot for the block; raises EmbeddingBusy when none frees up in time or the queue is full."""
+    def slot(self, cost: int = 1) -> Iterator[None]:
+        """Hold one slot for the block (`cost`: the call's model windows); raises EmbeddingBusy when the queue has
+        no room for the call or no slot frees up in time. A call alone in the queue may wait whatever it costs."""
         if not self._free.acquire(blocking=False):
             with self._lock:
-                if self._waiting >= self.max_waiting:
-                    raise self._busy(f"{self.slots} running and {self._waiting} waiting")
+                if self._waiting and self._waiting_cost + cost > self.max_waiting:
+                    raise self._busy(f"{self.slots} running and {self._waiting_cost} windows waiting", cost)
                 self._waiting += 1
+                self._waiting_cost += cost
             try:
                 acquired = self._free.acquire(timeout=self.wait_seconds)
             finally:
                 with self._lock:
                     self._waiting -= 1
+                    self._waiting_cost -= cost
             if not acquired:
-                raise self._busy(f"no slot of {self.slots} came free within {self.wait_seconds:g} s")
+                raise self._busy(f"no slot of {self.slots} came free within {self.wait_seconds:g} s", cost)
         started = time.monotonic()
         try:
             yield
@@ -67,10 +74,11 @@ class EmbeddingGate:
             held = time.monotonic() - started
             self._free.release()
             with self._lock:
-                self._held_seconds = 0.8 * self._held_seconds + 0.2 * held
+                self._window_seconds = 0.8 * self._window_seconds + 0.2 * held / max(1, cost)
 
-    def _busy(self, why: str) -> EmbeddingBusy:
-        retry_after = max(1, min(60, math.ceil(self._held_seconds * (self._waiting + 1) / self.slots)))
+    def _busy(self, why: str, cost: int) -> EmbeddingBusy:
+        ahead = self._window_seconds * (self._waiting_cost + cost) / self.slots
+        retry_after = max(1, min(60, math.ceil(ahead)))
         return EmbeddingBusy(
             f"this gateway process is busy embedding ({why}; MNEMOFLOW_GATEWAY_EMBED_CONCURRENCY, "
             f"MNEMOFLOW_GATEWAY_EMBED_QUEUE). Retry in {retry_after} s.",
@@ -88,8 +96,12 @@ class GatedEmbedder:
         self.name, self.model, self.dim = inner.name, inner.model, inner.dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        with self.gate.slot():
+        with self.gate.slot(self.cost(texts)):
             return self.inner.embed(texts)
+
+    def cost(self, texts: Sequence[str]) -> int:
+        """The model windows the texts fill (a context shares its text's window)."""
+        return sum(windows(n) for n in token_counts(self.inner, texts))
 
 
 class GatedContextualEmbedder(GatedEmbedder):
@@ -98,7 +110,7 @@ class GatedContextualEmbedder(GatedEmbedder):
     inner: ContextualEmbeddingProvider
 
     def embed_in_context(self, texts: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
-        with self.gate.slot():
+        with self.gate.slot(self.cost(texts)):
             return self.inner.embed_in_context(texts, contexts)
 
 

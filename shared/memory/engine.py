@@ -43,6 +43,11 @@ ChunkClassification = tuple[Sequence[str], float]  # sectors (primary first), co
 Reading = Callable[[], AbstractContextManager[Session]]
 
 
+def _before_embedding(session: Session, reading: Reading | None) -> AbstractContextManager[Session]:
+    """Where a write reads what it needs before the model runs: a short session of its own, else its own."""
+    return reading() if reading is not None else contextlib.nullcontext(session)
+
+
 @dataclass(frozen=True)
 class _Rewrite:
     """A memory's new content and what its vectors and those of the turns after it are embedded after."""
@@ -237,7 +242,7 @@ class MemoryEngine:
         conversation = conversation_key(item.metadata)
         after, contexts = follows, None
         if follows is not None or conversation is not None:
-            with (reading or (lambda: contextlib.nullcontext(session)))() as early:
+            with _before_embedding(session, reading) as early:
                 if follows is not None and memory_store.get_memory(early, user_id, follows) is None:
                     raise NotFound(f"memory {follows} (follows) is not a memory of user_id {user_id!r}")
                 if follows is None:
@@ -278,7 +283,7 @@ class MemoryEngine:
         content, tags, metadata = patch.get("content"), patch.get("tags"), patch.get("metadata")
         self.limits.check_labels(tags or [], metadata or {}, "update")
         rewrite: _Rewrite | None = None
-        with (reading or (lambda: contextlib.nullcontext(session)))() as early:
+        with _before_embedding(session, reading) as early:
             current = memory_store.get_memory(early, user_id, memory_id)
             if current is None:
                 raise NotFound(f"memory {memory_id} not found")

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import not_a_server_error, status_code_conformance
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -260,8 +260,10 @@ def _steer(case: Any, caller: Caller) -> None:
 @pytest.mark.timeout(3000 if FULL else 900)  # one test per caller runs every operation
 def test_no_answer_is_a_5xx_and_every_answer_matches_the_description(case, fuzzed_gateway, caller):
     _steer(case, caller)
+    # No worker runs here: /health answers its declared 503 (a work queue has no ready process), a state, not a fault
+    first = status_code_conformance if case.path == "/health" else not_a_server_error
     case.call_and_validate(
         base_url=fuzzed_gateway,
         headers={"x-api-key": caller.key},
-        checks=[not_a_server_error, response_schema_conformance, content_type_conformance],
+        checks=[first, response_schema_conformance, content_type_conformance],
     )

@@ -29,7 +29,15 @@ from shared.storage.sector_models import StoreModel, of
 router = APIRouter(tags=["system"])
 
 
-@router.get("/health")
+_NOT_SERVING: dict[int | str, dict[str, Any]] = {
+    503: {
+        "description": "the database or the broker is down, or a work queue has no ready process (`ok` false)",
+        "headers": {"Retry-After": {"description": "seconds until the next reading", "schema": {"type": "integer"}}},
+    }
+}
+
+
+@router.get("/health", responses=_NOT_SERVING)
 async def health(state: StateDep, response: Response, caller: CallerDep) -> dict[str, Any]:
     """Whether the stack can serve: the database and the broker answer and every work queue has a ready process
     (else 503 with Retry-After). To a caller with a key, also the version and the embedding provider, model and

@@ -107,3 +107,36 @@ def test_providers_without_a_tokenizer_count_by_the_estimate_and_pay_by_windows(
 def test_a_gate_needs_a_slot():
     with pytest.raises(ValueError):
         EmbeddingGate(0, max_waiting=1, wait_seconds=1)
+
+
+def test_the_queue_is_counted_in_windows_so_cheap_calls_wait_where_costly_ones_are_refused():
+    model = Blocking()
+    gate = EmbeddingGate(1, max_waiting=4, wait_seconds=10)
+    embedder = gated(model, gate)
+    holder = _in_thread(lambda: embedder.embed(["holds the slot"]))
+    assert model.entered.acquire(timeout=5)
+    cheap = [_in_thread(lambda: embedder.embed(["a short question"])) for _ in range(3)]
+    while gate.waiting < 3:
+        threading.Event().wait(0.01)
+    with pytest.raises(EmbeddingBusy, match="3 windows waiting"):
+        embedder.embed(["word " * 300])  # 375 tokens by the estimate: 2 windows, and 3 + 2 > 4
+    model.go.set()
+    for thread in [holder, *cheap]:
+        thread.join(5)
+    assert gate.waiting == 0
+
+
+def test_a_call_alone_in_the_queue_waits_whatever_it_costs():
+    model = Blocking()
+    gate = EmbeddingGate(1, max_waiting=1, wait_seconds=10)
+    embedder = gated(model, gate)
+    holder = _in_thread(lambda: embedder.embed(["holds the slot"]))
+    assert model.entered.acquire(timeout=5)
+    done: list[np.ndarray] = []
+    costly = _in_thread(lambda: done.append(embedder.embed(["word " * 2_000])))  # 40 windows
+    while gate.waiting < 1:
+        threading.Event().wait(0.01)
+    model.go.set()
+    holder.join(5)
+    costly.join(5)
+    assert len(done) == 1 and done[0].shape == (1, 8)
