@@ -80,7 +80,9 @@ def test_a_store_moves_to_another_model_on_the_sector_queues(make_store, servers
             assert late.status_code == 409
             assert "Set MNEMOFLOW_EMBEDDING_PROVIDER=local" in late.json()["error"]["message"]
             assert tenant.post("/memory/query", json={"query": "revenue"}).status_code == 200
-            health = tenant.get("/health").json()["embedding"]
+            # /health answers from a background reading (MNEMOFLOW_HEALTH_INTERVAL_SECONDS): wait for one taken
+            # after the job finished before reading the store's model from it.
+            health = _fresh_health(tenant, after=tenant.get("/health").json()["checked_at"])["embedding"]
             assert health["matches_store"] is False and health["store"]["model"].startswith("all-MiniLM")
         finally:
             old_gateway.__exit__(None, None, None)
@@ -123,3 +125,13 @@ def _wait(client, job_id, timeout=180):
             return job
         time.sleep(0.3)
     raise AssertionError(f"re-embed job {job_id} did not finish: {job}")
+
+
+def _fresh_health(client, *, after, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        health = client.get("/health").json()
+        if health["checked_at"] != after:
+            return health
+        time.sleep(0.2)
+    raise AssertionError(f"/health was not read again within {timeout} s (last reading {after})")
