@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import secrets
 import statistics
 import subprocess
 import sys
@@ -23,6 +24,10 @@ from infra.processes import gateway_command, wait_for_worker, wait_healthy, work
 from shared.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+# One run's secrets, for the benchmark's own process and every process it starts alike (a development Settings
+# without them would read the data dir under whatever directory it runs in).
+os.environ.setdefault("MNEMOFLOW_SIGNING_KEY", secrets.token_urlsafe(32))
+os.environ.setdefault("MNEMOFLOW_METRICS_TENANT_SALT", secrets.token_urlsafe(32))
 
 SUBJECTS = [
     "Alice",

@@ -174,6 +174,27 @@ BENCHMARKS = (
         " 1,000). RSS: the gateway process, before, at its most during the burst, and after.",
     ),
     Benchmark(
+        "fairness",
+        "Fairness between tenants",
+        ("bench.fairness",),
+        "A quiet tenant's 10-item batch (`POST /memory/batch` to its job succeeded; the best of 3 idle) on a stack of"
+        " one worker process with the default local model: idle, then once a noisy tenant's 3 Markdown documents of"
+        " 32 KB (sections of prose and tables) are parsed and their first chunk is stored. The baseline in the same"
+        " run is the same stack with fair queues off (`MNEMOFLOW_FAIR_QUEUES=0`: every message at one priority, first"
+        " come first served). Then a 26-minute silent WAV: decoded and given whole to tiny.en as the parser did"
+        " before, decoded and its silence found as it does now (both in the benchmark's process), and the ingest"
+        " path's `extract` (its sandboxed child included).",
+    ),
+    Benchmark(
+        "seal",
+        "Signed tasks and sealed cache entries",
+        ("bench.seal",),
+        "What the broker's protections (docs/security.md#the-broker) add per operation, in one process: sealing"
+        " and opening a hot row's cached payload (~580 bytes) and a query embedding (384 floats), signing and"
+        " verifying a chunk's task message, each beside the work the same path does anyway (the JSON encoding or"
+        " decoding, the vector's bytes) measured in the same run. A query costs 15-30 ms and reads a few entries.",
+    ),
+    Benchmark(
         "clients",
         "Many clients",
         ("bench.clients",),

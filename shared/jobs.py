@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Self
@@ -100,6 +100,8 @@ class Message(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     task: ClassVar[TaskName]
+    # The broker priority it is sent at (shared/backpressure.py; 0 first); it does not travel. None: the default, 0.
+    priority: int | None = Field(default=None, ge=0, le=9, exclude=True)
 
     @property
     def queue(self) -> str:
@@ -159,15 +161,15 @@ class ImportChunk(_ChunkMessage):
 
 
 def chunk_message(
-    kind: str, job_id: uuid.UUID, seq: int, sector: str, user_id: str
+    kind: str, job_id: uuid.UUID, seq: int, sector: str, user_id: str, priority: int | None = None
 ) -> StoreChunk | ReembedChunk | ImportChunk:
-    """The message that processes a chunk of a job of `kind` (the sweeper re-sends chunks of every kind); a
-    re-embed is the store's, not `user_id`'s."""
+    """The message that processes a chunk of a job of `kind` (the sweeper re-sends chunks of every kind, at the
+    priority they were first sent with); a re-embed is the store's, not `user_id`'s."""
     if kind == JobKind.REEMBED:
-        return ReembedChunk(job_id=job_id, seq=seq, sector=sector)
+        return ReembedChunk(job_id=job_id, seq=seq, sector=sector, priority=priority)
     if kind == JobKind.IMPORT:
-        return ImportChunk(job_id=job_id, seq=seq, sector=sector, user_id=user_id)
-    return StoreChunk(job_id=job_id, seq=seq, sector=sector, user_id=user_id)
+        return ImportChunk(job_id=job_id, seq=seq, sector=sector, user_id=user_id, priority=priority)
+    return StoreChunk(job_id=job_id, seq=seq, sector=sector, user_id=user_id, priority=priority)
 
 
 class IngestDocument(Message):
@@ -321,11 +323,20 @@ class ChunkSpec:
     items: list[dict[str, Any]]
 
 
-def plan_chunks(items: Iterable[tuple[str, dict[str, Any]]], *, size: int, first_seq: int = 0) -> list[ChunkSpec]:
+def plan_chunks(
+    items: Iterable[tuple[str, dict[str, Any]]],
+    *,
+    size: int,
+    first_seq: int = 0,
+    max_cost: int | None = None,
+    cost: Callable[[dict[str, Any]], int] | None = None,
+) -> list[ChunkSpec]:
     """(sector, item) pairs as chunks of at most `size` items of one sector each: sectors in name order, items
     in their order, numbered from `first_seq`. A sector's items are cut into as few chunks as `size` allows, of
     sizes that differ by one at most (520 at 500: 260 and 260, not 500 and 20), so that two workers sharing a
-    sector's chunks finish together."""
+    sector's chunks finish together. With `max_cost`, also into enough chunks that each holds about that much of
+    `cost(item)` at most (a document's: one task is a bounded stretch of model work, which a quieter tenant's
+    chunk waits behind at worst)."""
     by_sector: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for sector, item in items:
         by_sector[sector].append(item)
@@ -333,6 +344,8 @@ def plan_chunks(items: Iterable[tuple[str, dict[str, Any]]], *, size: int, first
     for sector in sorted(by_sector):
         grouped = by_sector[sector]
         count = -(-len(grouped) // size)
+        if max_cost is not None and cost is not None:
+            count = min(len(grouped), max(count, -(-sum(cost(item) for item in grouped) // max_cost)))
         small, larger = divmod(len(grouped), count)
         start = 0
         for i in range(count):

@@ -8,12 +8,15 @@ from typing import Any
 
 import redis
 from celery import Celery
+from celery.app.amqp import AMQP
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 from kombu.transport.redis import Channel as RedisChannel
 
+from shared.backpressure import PRIORITY_STEPS
 from shared.config import Settings
 from shared.jobs import ALL_QUEUES, DEFAULT_QUEUE, Message, Queue
+from shared.security.signing import SIGNATURE_HEADER, sign
 
 LONG_QUEUES = frozenset(q for q in ALL_QUEUES if q.startswith("embed.") or q == "ingest")
 
@@ -38,8 +41,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     return {
         "broker_url": settings.redis_url,
         "broker_connection_retry_on_startup": True,
-        # Longer than the longest task, or Redis re-delivers a message still being worked on.
-        "broker_transport_options": {"visibility_timeout": settings.broker_visibility_timeout},
+        "broker_transport_options": transport_options(settings),
         "task_queues": [KombuQueue(q, exchange, routing_key=q) for q in ALL_QUEUES],
         "task_default_exchange": "mnemoflow",
         # Never used for routing (route_task names every task's queue); a declared one, so that Flower, which lists
@@ -69,10 +71,34 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def make_celery(settings: Settings, name: str = "mnemoflow") -> Celery:
-    """A Celery app configured for Mnemoflow (the gateway uses it only to send tasks by name)."""
-    app = Celery(name)
+def transport_options(settings: Settings) -> dict[str, Any]:
+    """The Redis transport's options: the visibility timeout, and one list per priority (shared/backpressure.py)."""
+    # Longer than the longest task, or Redis re-delivers a message still being worked on.
+    return {"visibility_timeout": settings.broker_visibility_timeout, "priority_steps": list(PRIORITY_STEPS)}
+
+
+class SigningAMQP(AMQP):
+    """Signs every task message its app sends, however it is sent (`send`, a retry, beat's schedule), with the
+    signing key (None: unsigned, and a worker refuses them)."""
+
+    signing_key: bytes | None = None
+
+    def as_task_v2(
+        self, task_id: str, name: str, args: Any = None, kwargs: Any = None, *rest: Any, **options: Any
+    ) -> Any:
+        # Celery passes the rest positionally (countdown, eta, ...): passed on as they came.
+        message = super().as_task_v2(task_id, name, args, kwargs, *rest, **options)
+        if self.signing_key is not None:
+            message.headers[SIGNATURE_HEADER] = sign(self.signing_key, task_id, name, args or (), kwargs or {})
+        return message
+
+
+def make_celery(settings: Settings, name: str = "mnemoflow", task_cls: str | None = None) -> Celery:
+    """A Celery app configured for Mnemoflow (the gateway uses it only to send tasks by name), signing what it
+    sends when it has the key. `task_cls`: the base of the tasks it defines (the workers' verifies signatures)."""
+    app = Celery(name, amqp=SigningAMQP, **({"task_cls": task_cls} if task_cls else {}))
     app.conf.update(celery_config(settings))
+    app.amqp.signing_key = settings.signing_secret()
     return app
 
 
@@ -83,10 +109,16 @@ def send(celery: Celery, *messages: Message, countdown: float | None = None) -> 
 
     A message whose task runs on several queues (a chunk, on its sector's) travels under a display name naming
     the queue (Celery's `shadow`): Flower, the task events and the worker's log then tell the sectors apart,
-    while the worker still runs the task of the message's real name."""
+    while the worker still runs the task of the message's real name. Each goes at its own broker priority
+    (`Message.priority`, shared/backpressure.py)."""
     for message in messages:
         celery.send_task(
-            message.task, kwargs=message.kwargs(), queue=message.queue, shadow=message.display_name, countdown=countdown
+            message.task,
+            kwargs=message.kwargs(),
+            queue=message.queue,
+            shadow=message.display_name,
+            countdown=countdown,
+            priority=message.priority,
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -25,9 +26,15 @@ from infra.migrate import upgrade
 from infra.processes import gateway_command, wait_for_worker, wait_healthy, worker_command
 from shared.config import Settings
 from shared.jobs import ALL_QUEUES
+from shared.security.sealing import Sealer, seal_key
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_DATABASE = "mnemoflow_test"
+# The session's secrets, in this process's environment too: every Settings() of a test, and every process it
+# starts, signs and seals with them (without, a development Settings would make its own under ./.mnemoflow).
+TEST_SIGNING_KEY = os.environ.setdefault("MNEMOFLOW_SIGNING_KEY", secrets.token_urlsafe(32))
+os.environ.setdefault("MNEMOFLOW_METRICS_TENANT_SALT", secrets.token_urlsafe(32))
+SEALER = Sealer(seal_key(TEST_SIGNING_KEY.encode("utf-8")))
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ import redis
 from celery import signals
 
 from shared import worker_status
-from shared.config import get_settings
+from shared.config import OpenAccessRefused, get_settings
 from shared.db import Database, create_db_engine, schema_session
 from shared.embedding import EmbeddingProvider
 from shared.embedding.factory import create_embedder, create_sector_embedders, embedder_for
@@ -42,7 +42,7 @@ from workers import blas, metrics
 settings = get_settings()
 # Checked at import, so every process built on this app (worker, beat, Flower) refuses to start open.
 settings.require_keys("a Celery process (worker, beat or Flower)")
-app = make_celery(settings, "mnemoflow.worker")
+app = make_celery(settings, "mnemoflow.worker", task_cls="workers.signing:VerifiedTask")
 app.conf.beat_schedule = {
     "sweep-stalled-jobs": {"task": SweepJobs.task, "schedule": settings.sweep_interval_seconds},
     "merge-fresh-vectors": {"task": MergeFresh.task, "schedule": 60.0},
@@ -120,6 +120,7 @@ def _worker_init(**_: Any) -> None:
     """The main process, before its pool forks: wait for the database (it may still be starting), or exit to be
     restarted, saying why. Pool processes then open their own connections. It takes `MNEMOFLOW_WORKER_NICE`
     first, so the pool processes it forks (and their parsers) are born with it."""
+    _require_signing_key("a worker")
     priority.lower_own(settings.worker_nice)
     db = Database(create_db_engine(settings, "mnemoflow.worker.start", pool_size=1))
     try:
@@ -130,6 +131,20 @@ def _worker_init(**_: Any) -> None:
         ) from exc
     finally:
         db.dispose()
+
+
+@signals.beat_init.connect
+def _beat_init(**_: Any) -> None:
+    """Beat sends store-wide work on a schedule: unsigned, every worker would refuse it."""
+    _require_signing_key("beat")
+
+
+def _require_signing_key(process: str) -> None:
+    """Workers verify and beat signs with the signing key; Flower, which sends nothing, starts without one."""
+    try:
+        settings.require_secrets(process, "signing_key")
+    except OpenAccessRefused as exc:
+        raise SystemExit(f"{process}: {exc}") from exc
 
 
 @signals.worker_init.connect

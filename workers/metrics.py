@@ -66,6 +66,12 @@ DOCUMENT_STAGE_SECONDS = Histogram(
     ["stage", "format"],
     buckets=TASK_BUCKETS,
 )
+REFUSED = Counter(
+    "mnemoflow_worker_refused_messages",
+    "Task messages refused before their task ran, by reason: unsigned, bad signature (forged, or signed with "
+    "another key), or no signing key on this worker",
+    ["task", "reason"],
+)
 
 _started: dict[str, float] = {}  # task id -> when it started, in the process running it
 _endpoint: shared_metrics.Endpoint | None = None

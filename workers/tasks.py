@@ -45,7 +45,7 @@ from shared.lifecycle.merge_cycle import MergeCycle, embed_backlog
 from shared.lifecycle.reinforcement import QueryUse
 from shared.memory.chunks import store_chunk as store_job_chunk
 from shared.queueing import send as send_with
-from shared.storage import cancels, decay_runs, leases
+from shared.storage import backlog, cancels, decay_runs, leases
 from shared.storage import documents as document_store
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import events as event_store
@@ -154,9 +154,9 @@ def store_chunk(self: Task, **kwargs: Any) -> dict[str, Any]:
 def ingest_document(self: Task, **kwargs: Any) -> dict[str, Any]:
     """Fetch or read, extract, chunk and plan one document, then send its chunks to the sector queues."""
     message = IngestDocument.received(kwargs)
-    db, _ = context()
+    db, engine = context()
     try:
-        outcome = ingest_pipeline.run_ingest(db.bound(message.user_id), settings, message.job_id)
+        outcome = ingest_pipeline.run_ingest(db.bound(message.user_id), settings, message.job_id, engine.tokens)
     except DBAPIError as exc:  # the database went away: its lease runs out, and this message tries again
         log.warning("[ingest] job %s: cannot reach the database (%s); again in %ss", message.job_id, exc, DATABASE_AWAY)
         raise self.retry(exc=exc, countdown=DATABASE_AWAY) from exc
@@ -339,8 +339,8 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
     SweepJobs.received(kwargs)
     stall = settings.job_stall_seconds
     with store_wide().session() as session:
-        stalled = job_store.stalled_chunks(session, older_than_seconds=stall)
-        job_store.mark_enqueued(session, stalled)
+        stalled = leases.stalled_chunks(session, older_than_seconds=stall)
+        leases.mark_enqueued(session, stalled)
         closed = cancels.close_cancelled_chunks(session)  # never re-sent
         idle = job_store.idle_open_jobs(session, JobKind.REEMBED, older_than_seconds=stall)
         erasures = job_store.idle_open_jobs(session, JobKind.ERASE, older_than_seconds=stall)
@@ -349,7 +349,8 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
         for job_id in [job["id"] for job in idle + summary_jobs + erasures] + [job_id for job_id, _ in ingests]:
             job_store.touch_job(session, job_id)
         runs = decay_runs.queued_runs(session, older_than_seconds=stall) + decay_runs.orphaned_runs(session)
-    send(*(chunk_message(chunk.kind, chunk.job_id, chunk.seq, chunk.sector, chunk.user_id) for chunk in stalled))
+        priorities = {user: backlog.priority_of(session, user, 0, fair=settings.fair_queues) for _, user in ingests}
+    send(*(chunk_message(c.kind, c.job_id, c.seq, c.sector, c.user_id, c.priority) for c in stalled))
     # a re-embed's planning or its final step was lost: the job knows which one is due
     send(
         *(
@@ -357,8 +358,7 @@ def sweep_jobs(**kwargs: Any) -> dict[str, Any]:
             for job in idle
         )
     )
-    # the document's status says which step is due
-    send(*(IngestDocument(job_id=job_id, user_id=user_id) for job_id, user_id in ingests))
+    send(*(IngestDocument(job_id=job_id, user_id=user_id, priority=priorities[user_id]) for job_id, user_id in ingests))
     send(*(RunDecayCycle(run_id=run["id"], ratio=run["ratio"], trigger=run["trigger"]) for run in runs))
     send(*(RegenerateSummary(job_id=job["id"], user_id=job["user_id"]) for job in summary_jobs))
     send(*(EraseTenant(job_id=job["id"]) for job in erasures))

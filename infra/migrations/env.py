@@ -12,7 +12,7 @@ url = context.config.attributes.get("database_url") or get_settings().database_u
 if not url:
     raise RuntimeError("no database URL: set DATABASE_URL or run through `mnemoflow migrate`")
 
-engine = create_engine(normalize_database_url(url), poolclass=pool.NullPool)
+engine = create_engine(normalize_database_url(url), poolclass=pool.NullPool, hide_parameters=True)
 with engine.connect() as connection:
     # Gateway, workers and tests may start at once: only one of them migrates at a time.
     hold(connection, Lock.MIGRATION)

@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 
 from infra.embedded import EmbeddedPostgres, EmbeddedRedis
+from shared.config.secrets import private_dir, private_file
 
 KILL_WAIT = 5.0  # seconds a SIGKILLed process group gets to disappear before we say so
 
@@ -105,8 +106,9 @@ class ProcessChild(Child):
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
+        private_dir(self.log_path.parent)
+        # Logs may quote what a tenant sent: its user's only, like the data dir.
+        with os.fdopen(private_file(self.log_path), "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", *self.args],
                 env=self.env,

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import httpx
 import typer
+from mnemoflow_client import ImportAccepted
 
 from services.cli import progress
 from services.cli.commands import connect
@@ -73,6 +74,7 @@ def import_(
             f"from {accepted.source_user_id!r} into {accepted.user_id!r}"
             + (f": job {accepted.job_id}" if accepted.job_id else "")
         )
+        _say_lines(accepted)
         if accepted.status != "queued" or accepted.job_id is None:
             return
         if not wait:
@@ -88,6 +90,24 @@ def import_(
         f"stored: {result.get('created', 0):,} new, {result.get('existing', 0):,} already there, "
         f"{result.get('reembedded', 0):,} embedded again, {result.get('links', 0):,} waypoints"
     )
+
+
+def _say_lines(accepted: ImportAccepted, shown: int = 5) -> None:
+    """The lines the import skips or stores under another id, a few of each, and how many."""
+    if not (accepted.skipped_lines or accepted.rekeyed_lines):
+        return
+    typer.echo(
+        f"{accepted.stored:,} lines to store, {accepted.skipped_lines:,} skipped, "
+        f"{accepted.rekeyed_lines:,} stored under another id"
+    )
+    for skipped in accepted.skipped[:shown]:
+        typer.echo(f"  line {skipped.line}: skipped: {skipped.why}")
+    for rekeyed in accepted.rekeyed[:shown]:
+        typer.echo(f"  line {rekeyed.line}: stored as {rekeyed.id}: {rekeyed.why}")
+    hidden = accepted.skipped_lines + accepted.rekeyed_lines - min(shown, len(accepted.skipped))
+    hidden -= min(shown, len(accepted.rekeyed))
+    if hidden > 0:
+        typer.echo(f"  ... and {hidden:,} more")
 
 
 def erase(

@@ -15,6 +15,7 @@ import typer
 from services.cli import bulk, commands, data
 from services.mcp import command as mcp_command
 from shared.config import OpenAccessRefused, Settings, get_settings
+from shared.config.secrets import private_dir, private_file
 
 app = typer.Typer(
     help="Mnemoflow: long-term memory for AI agents.\n\n"
@@ -53,8 +54,8 @@ def up(
     settings = _settings(data_dir, port)
     _refuse_open(settings, with_flower=flower)
     if detach:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        log = open(settings.data_dir / "logs-supervisor.log", "ab")  # noqa: SIM115
+        private_dir(settings.data_dir)
+        log = os.fdopen(private_file(settings.data_dir / "logs-supervisor.log"), "ab")  # its user's only
         args = [
             sys.executable,
             "-m",

@@ -29,6 +29,8 @@ from services.cli.children import (
 )
 from services.cli.supervisor import Supervisor
 from shared.config import Settings
+from shared.config.secrets import PRIVATE_DIR, kept_secret, private_dir
+from shared.config.server import SECRET_FILES, SECRET_VARIABLES, SECRETS_DIR
 from shared.db import schema_session
 from shared.embedding.factory import create_embedder, create_sector_embedders
 from shared.errors import MnemoflowError
@@ -64,7 +66,7 @@ class Stack:
 
     def start_servers(self) -> None:
         """Use DATABASE_URL / REDIS_URL when set; otherwise start the embedded servers in the data dir."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         if self.settings.database_url:
             self.database_url = self.settings.database_url
             self.say("PostgreSQL: using DATABASE_URL (nothing embedded started)")
@@ -72,6 +74,9 @@ class Stack:
             self.postgres = EmbeddedPostgres(self.data_dir / "pgdata")
             self.database_url = self.postgres.start()
             self.children["postgres"] = PostgresChild(self.postgres)
+            # Run as root, pgserver starts PostgreSQL as a user of its own and opens every directory above pgdata
+            # to others (g+rx,o+rx) so it can reach it: it needs to traverse the data dir, nobody needs to list it.
+            os.chmod(self.data_dir, 0o711 if os.geteuid() == 0 else PRIVATE_DIR)
             self.say(f"PostgreSQL 18 + pgvector (embedded): {self.data_dir / 'pgdata'}")
         if self.settings.redis_url:
             self.redis_url = self.settings.redis_url
@@ -105,6 +110,11 @@ class Stack:
         env["DATABASE_URL"] = self.database_url
         env["REDIS_URL"] = self.redis_url
         env["MNEMOFLOW_DATA_DIR"] = str(self.data_dir)
+        # The stack's own secrets, made once in the data dir, unless the environment gives them: so its processes
+        # agree on them in every environment (outside development each process requires them).
+        for setting, variable in SECRET_VARIABLES.items():
+            if not env.get(variable, "").strip():
+                env[variable] = kept_secret(self.data_dir / SECRETS_DIR, SECRET_FILES[setting])
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
@@ -127,8 +137,10 @@ class Stack:
             "MNEMOFLOW_WORKER_METRICS_DIR": str(self.data_dir / "metrics" / name),
         }
 
-    def spawn(self, name: str, args: list[str], grace: float, env: dict[str, str] | None = None) -> None:
-        environment = {**self.child_env(), **(env or {})}
+    def spawn(
+        self, name: str, args: list[str], grace: float, env: dict[str, str] | None = None, without: tuple[str, ...] = ()
+    ) -> None:
+        environment = {k: v for k, v in {**self.child_env(), **(env or {})}.items() if k not in without}
         child = ProcessChild(name, args, environment, self.data_dir / "logs" / f"{name}.log", grace=grace)
         self.children[name] = child
         child.start()
@@ -163,8 +175,10 @@ class Stack:
         self.spawn("gateway", command, grace=10, env=gateway_metrics)
         if self.with_flower:
             # Flower has no authentication: loopback only, whatever HOST the gateway listens on.
-            flower = ["celery", "-A", "workers.app", "flower", f"--port={s.flower_port}", f"--address={FLOWER_HOST}"]
-            self.spawn("flower", flower, grace=5)
+            # workers.flower: Flower with its /metrics and /healthcheck behind its login too.
+            flower = ["workers.flower", f"--port={s.flower_port}", f"--address={FLOWER_HOST}"]
+            # It sends no task: it needs no signing key (docs/security.md#the-broker).
+            self.spawn("flower", flower, grace=5, without=("MNEMOFLOW_SIGNING_KEY",))
         self.write_state()
 
     def write_state(self) -> None:
@@ -223,6 +237,8 @@ class Stack:
 
 def run_foreground(settings: Settings, *, with_flower: bool = True) -> int:
     """The `make run` experience: start all, restart what crashes, stop everything on Ctrl-C or a crash loop."""
+    # Whatever the stack and its processes write (state, schedules, metrics files, logs) is their user's only.
+    os.umask(0o077)
     stack = Stack(settings, with_flower=with_flower)
     signals_seen = 0
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import redis
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from prometheus_client import REGISTRY
 
 from services.gateway import metrics
@@ -31,6 +31,7 @@ from services.gateway.routers import (
     users,
 )
 from services.gateway.state import GatewayState
+from services.gateway.storable import refuse_unstorable_text
 from shared import __version__
 from shared.config import OpenAccessRefused, Settings, get_settings
 from shared.db import Database, create_db_engine, schema_session
@@ -44,6 +45,7 @@ from shared.monitoring import metrics as shared_metrics
 from shared.queueing import make_celery
 from shared.retrieval.hot_rows import HotRowCache
 from shared.retrieval.service import Retriever
+from shared.security.sealing import Sealer, seal_key
 from shared.storage.sector_models import ensure_store_model_for
 from shared.tenancy import DbRole
 
@@ -59,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # In the lifespan, not the factory: uvicorn's supervisor stops on a failed start-up instead of respawning
         try:
             settings.require_keys("the gateway", listens_on=settings.host)  # the launcher checked uvicorn's own
+            settings.require_secrets("the gateway", "signing_key", "metrics_tenant_salt")
         except OpenAccessRefused as exc:
             log.error("%s", exc)
             raise
@@ -105,15 +108,36 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ensure_store_model_for(session, sector_embedders, settings)
         redis_client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2, socket_connect_timeout=2)
         ttl = settings.query_embedding_cache_ttl_seconds
+        # The caches' entries are sealed with a key the broker's password does not give.
+        signing_key = settings.signing_secret()
+        assert signing_key is not None  # require_secrets refused to start without one
+        sealer = Sealer(seal_key(signing_key))
         cached: dict[int, EmbeddingProvider] = {}  # one cache wrapper per provider, shared by its sectors
         for provider in sector_embedders.values():
             cached.setdefault(
                 id(provider),
-                CachedEmbedder(provider, redis_client, ttl_seconds=ttl, write_behind=True) if ttl else provider,
+                CachedEmbedder(
+                    provider,
+                    redis_client,
+                    ttl_seconds=ttl,
+                    sealer=sealer,
+                    write_behind=True,
+                    on_bad_seal=metrics.bad_seals("query_embedding"),
+                )
+                if ttl
+                else provider,
             )
         row_ttl = settings.hot_row_cache_ttl_seconds
         row_cache = (
-            HotRowCache(redis_client, ttl_seconds=row_ttl, on_lookup=metrics.hot_row_lookups) if row_ttl else None
+            HotRowCache(
+                redis_client,
+                ttl_seconds=row_ttl,
+                sealer=sealer,
+                on_lookup=metrics.hot_row_lookups,
+                on_bad_seal=metrics.bad_seals("row"),
+            )
+            if row_ttl
+            else None
         )
         aftermath = QueryAftermath(  # writes through the state below, which holds it
             lambda batch: write_batch(app.state.mnemoflow, batch), interval=settings.query_aftermath_interval_ms / 1000
@@ -179,6 +203,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        # every route's first dependency: text the store cannot hold is a 422 naming its field, never a 500
+        dependencies=[Depends(refuse_unstorable_text)],
     )
     install_error_handlers(app)
     app.include_router(system.router)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -70,6 +70,18 @@ def hot_row_lookups(hits: int, misses: int) -> None:
         HOT_ROW_LOOKUPS.labels("hit").inc(hits)
     if misses:
         HOT_ROW_LOOKUPS.labels("miss").inc(misses)
+
+
+BAD_SEALS = Counter(
+    "mnemoflow_cache_bad_seals_total",
+    "Cache entries whose seal did not hold (written by something without the key, or moved), read as misses",
+    ["cache"],
+)
+
+
+def bad_seals(cache: str) -> Callable[[int], None]:
+    """A counter of the entries of `cache` (row, query_embedding) whose seal did not hold."""
+    return BAD_SEALS.labels(cache).inc
 
 
 RATE_LIMITED = Counter("mnemoflow_rate_limited_total", "Requests refused with 429, by quota", ["quota"])

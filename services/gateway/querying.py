@@ -38,7 +38,7 @@ def run_query(state: GatewayState, user_id: str, body: QueryRequest) -> QueryOut
     for stage, ms in outcome.timings_ms.items():
         metrics.QUERY_STAGES.labels(stage).observe(ms / 1000)
     result = retrieval_stats.outcome(found, outcome.candidates)
-    salt = settings.metrics_tenant_salt.get_secret_value()
+    salt = settings.tenant_salt()
     metrics.TENANT_QUERIES.labels(
         tenant=metrics.tenant_label(user_id, settings.metrics_max_tenants, salt), outcome=result
     ).inc()

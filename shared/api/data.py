@@ -222,8 +222,25 @@ class ExportEnd(_Line):
     waypoints: int = Field(ge=0)
 
 
+class LineSkipped(BaseModel):
+    """A line of the file that is not stored, and why (the tenant has it already, or the same content)."""
+
+    line: int
+    why: str
+
+
+class LineRekeyed(BaseModel):
+    """A line stored under another id than the file's, and why."""
+
+    line: int
+    id: uuid.UUID = Field(description="the id it is stored under")
+    why: str
+
+
 class ImportAccepted(BaseModel):
-    """`POST /import`: the job that stores the file (follow `status_url`), and what the file held."""
+    """`POST /import`: the job that stores the file (follow `status_url`), what the file held, and what becomes of
+    its lines: how many are stored, which are skipped or re-keyed and why (the first 1,000 of each; the totals count
+    every one). A fresh id and an id another tenant holds are answered alike: re-keyed, for the same reason."""
 
     job_id: uuid.UUID | None = Field(description="none when the file held nothing to store")
     status: Literal["queued", "succeeded"]
@@ -234,6 +251,17 @@ class ImportAccepted(BaseModel):
     waypoints: int
     chunks: int
     status_url: str | None
+    # defaults: what a server older than these fields answers reads as nothing said
+    lines: int = Field(default=0, description="lines read, the header and the end line among them")
+    stored: int = Field(
+        default=0, description="document, memory and waypoint lines it stores (memories and waypoints by its job)"
+    )
+    skipped: list[LineSkipped] = Field(default_factory=list, description="lines not stored, and why (the first 1,000)")
+    rekeyed: list[LineRekeyed] = Field(
+        default_factory=list, description="lines stored under another id, and why (the first 1,000)"
+    )
+    skipped_lines: int = Field(default=0, description="every skipped line")
+    rekeyed_lines: int = Field(default=0, description="every re-keyed line")
 
 
 class EraseRequest(BaseModel):

@@ -27,6 +27,9 @@ class IngestSettings(BaseModel):
     ingest_parse_memory_mb: int = Field(default=_INGEST.parse_memory_mb, ge=64)
     ingest_media_timeout_seconds: float = Field(default=_INGEST.media_timeout_seconds, gt=0)
     ingest_media_memory_mb: int = Field(default=_INGEST.media_memory_mb, ge=64)
+    ingest_max_media_seconds: float = Field(
+        default=_INGEST.max_media_seconds, gt=0, description="the longest audio or video transcribed"
+    )
     ingest_parse_file_mb: int = Field(default=_INGEST.parse_file_mb, ge=1, description="RLIMIT_FSIZE of a parser")
     ingest_parse_output_mb: int = Field(default=_INGEST.parse_output_mb, ge=1, description="a parser's answer")
     ingest_parse_processes: int = Field(default=_INGEST.parse_processes, ge=16, description="RLIMIT_NPROC")
@@ -79,6 +82,7 @@ class IngestSettings(BaseModel):
             parse_memory_mb=self.ingest_parse_memory_mb,
             media_timeout_seconds=self.ingest_media_timeout_seconds,
             media_memory_mb=self.ingest_media_memory_mb,
+            max_media_seconds=self.ingest_max_media_seconds,
             parse_file_mb=self.ingest_parse_file_mb,
             parse_output_mb=self.ingest_parse_output_mb,
             parse_processes=self.ingest_parse_processes,

@@ -34,6 +34,11 @@ class JobSettings(BaseModel):
     # statistics current, yielding or not: docs/experiments.md, "A burst's queries planned on empty tables").
     merge_yield_max_fresh: int = Field(default=200_000, ge=0)
 
+    # Fair queues (shared/backpressure.py): a tenant's chunks and documents are sent at a broker priority that falls
+    # as its open work grows, so a quiet tenant's batch overtakes another's backlog. Off: every message at the
+    # default priority, first come first served.
+    fair_queues: bool = True
+
     # Attempts count when a worker claims the work (shared/storage/leases.py), never per message.
     job_max_attempts: int = Field(default=5, ge=1)
     # How long a claim holds without renewal: a worker that dies loses its work to the sweeper this long after

@@ -3,12 +3,13 @@ and database time limits."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
 from shared.api.common import check_user_id
@@ -21,7 +22,9 @@ from shared.backpressure import (
     default_gateway_workers,
     gateway_pool_for,
 )
+from shared.config.keys import weakness
 from shared.config.parsing import env, normalize_database_url, pairs
+from shared.config.secrets import kept_secret
 from shared.memory.limits import InputLimits
 from shared.restarts import RestartPolicy
 
@@ -30,6 +33,11 @@ _RESTARTS = RestartPolicy()
 _RATES = RateLimits()
 _DB = DatabaseLimits()
 _EMBED_BOUND = EmbeddingBound()
+SECRETS_DIR = "secrets"  # under the data dir: what a development stack makes for itself
+SECRET_FILES = {"signing_key": "signing-key", "metrics_tenant_salt": "metrics-tenant-salt"}
+SECRET_VARIABLES = {"signing_key": "MNEMOFLOW_SIGNING_KEY", "metrics_tenant_salt": "MNEMOFLOW_METRICS_TENANT_SALT"}
+# Read once per process: the file never changes once made, and a query labels its tenant with the salt.
+_kept_secret = functools.lru_cache(maxsize=8)(kept_secret)
 
 
 class OpenAccessRefused(RuntimeError):
@@ -61,7 +69,11 @@ class ServerSettings(BaseModel):
     # Per-tenant labels on /metrics (injection and blindness counters); beyond this many, tenants count as _other.
     metrics_max_tenants: int = Field(default=1000, ge=0)
     # Tenants appear on /metrics as a keyed hash of their user_id (services/gateway/metrics.py), never by name.
-    metrics_tenant_salt: SecretStr = SecretStr("")
+    # Required outside development; in development, made once and kept in the data dir (`tenant_salt`).
+    metrics_tenant_salt: SecretStr | None = None
+    # Signs every task message (shared/security/signing.py) and keys the cache seals; the broker never holds it.
+    # Required outside development; in development, made once and kept in the data dir (`signing_secret`).
+    signing_key: SecretStr | None = Field(default=None, validation_alias=env("MNEMOFLOW_SIGNING_KEY"))
     # Injection and blindness rates in GET /sectors cover this many days (counted in Redis, kept 8 days).
     retrieval_stats_days: int = Field(default=7, ge=1, le=8)
 
@@ -127,6 +139,23 @@ class ServerSettings(BaseModel):
                 raise ValueError(f"MNEMOFLOW_API_KEYS: {exc}") from None
         return value
 
+    @field_validator("metrics_tenant_salt", "signing_key", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("metrics_tenant_salt", "signing_key")
+    @classmethod
+    def _secret_is_random(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        why = weakness(value.get_secret_value()) if value is not None else None
+        if why:
+            name = SECRET_VARIABLES[str(info.field_name)]
+            raise ValueError(
+                f"{name} {why}: give it at least 12 random characters (python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))')"
+            )
+        return value
+
     @field_validator("default_user_id")
     @classmethod
     def _default_is_a_user_id(cls, value: str) -> str:
@@ -167,6 +196,39 @@ class ServerSettings(BaseModel):
                 "MNEMOFLOW_API_KEYS='<key>=<user_id>,...' (the tenants' keys) and MNEMOFLOW_ADMIN_API_KEY=<key> "
                 "(the operator's), each at least 12 random characters; or, on a machine of your own, run keyless "
                 "on loopback with MNEMOFLOW_ENVIRONMENT=development"
+            )
+
+    def signing_secret(self) -> bytes | None:
+        """The key that signs task messages: MNEMOFLOW_SIGNING_KEY; in development without it, the one kept in
+        the data dir (made on first use); outside development without it, None (`require_secrets` refuses)."""
+        value = self._secret("signing_key")
+        return value.encode("utf-8") if value is not None else None
+
+    def tenant_salt(self) -> str:
+        """The key of the tenants' hashes on /metrics, found like `signing_secret` ("" outside development
+        without one: `require_secrets` refuses to start the gateway so)."""
+        return self._secret("metrics_tenant_salt") or ""
+
+    def _secret(self, field: str) -> str | None:
+        given: SecretStr | None = getattr(self, field)
+        if given is not None:
+            return given.get_secret_value()
+        if self.environment != "development":
+            return None
+        return _kept_secret(self.data_dir.resolve() / SECRETS_DIR, SECRET_FILES[field])
+
+    def require_secrets(self, process: str, *fields: str) -> None:
+        """Refuse to start `process` outside development without the secrets it needs (`signing_key`,
+        `metrics_tenant_salt`); in development they are made and kept in the data dir."""
+        missing = [
+            SECRET_VARIABLES[f] for f in fields if self.environment != "development" and getattr(self, f) is None
+        ]
+        if missing:
+            raise OpenAccessRefused(
+                f"refusing to start {process} with MNEMOFLOW_ENVIRONMENT={self.environment} and no "
+                f"{' and no '.join(missing)}: each is a secret of at least 12 random characters (python -c "
+                "'import secrets; print(secrets.token_urlsafe(32))'), the same for every process of the deployment "
+                "(docs/configuration.md)"
             )
 
     @property

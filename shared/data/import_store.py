@@ -2,10 +2,12 @@
 of the job is stored, its waypoints (docs/data.md#importing).
 
 A memory keeps its id, unless the store holds that id for another tenant (then it gets its alias, the same every
-time: `import_plan.alias`); a memory the tenant already has (that id, its alias, or the same content) is left as it
-is and stands for the file's. Its vectors are used when the store's model of the sector is the one that made them
-(and they have the width its compression says); otherwise it is embedded again, at full width. Nothing new is
-linked: the waypoints are the file's. A chunk is one transaction, and stores nothing if its job was cancelled.
+time: `import_plan.alias`), or the job re-keys (an import under a tenant's key: every new memory gets its alias, so
+a fresh id and another tenant's look the same to the importer); a memory the tenant already has (that id, its alias,
+or the same content) is left as it is and stands for the file's. Its vectors are used when the store's model of the
+sector is the one that made them (and they have the width its compression says); otherwise it is embedded again, at
+full width. Nothing new is linked: the waypoints are the file's. A chunk is one transaction, and stores nothing if
+its job was cancelled.
 """
 
 from __future__ import annotations
@@ -153,7 +155,8 @@ def _store_memories(
         if p.line.id in full_again:
             rows[p.line.id] |= {"compression": "full", "vector_dim": None, "summary": None}
     guard_store_model(session, engine.embedders)
-    stored = _insert(session, tenant, fresh, rows, engine.settings.compression.fingerprint_dim)
+    rekey = bool(job["params"].get("rekey"))
+    stored = _insert(session, tenant, fresh, rows, engine.settings.compression.fingerprint_dim, rekey=rekey)
     final = {p.line.id: p.target for p in fresh}
     for p in placed:  # a repeat of a new memory of this chunk follows it to the id it got
         if not p.new and p.target in final:
@@ -179,14 +182,20 @@ def _store_memories(
 
 
 def _insert(
-    session: Session, tenant: str, fresh: list[_Placed], rows: dict[uuid.UUID, dict[str, Any]], fingerprint_dim: int
+    session: Session,
+    tenant: str,
+    fresh: list[_Placed],
+    rows: dict[uuid.UUID, dict[str, Any]],
+    fingerprint_dim: int,
+    *,
+    rekey: bool = False,
 ) -> set[uuid.UUID]:
-    """Insert the new memories, under their own id, else (another tenant's) their alias; sets each one's target,
-    and returns the file ids of those inserted. One that could not be inserted either way was written meanwhile
-    (its content, by a concurrent import of the tenant): that memory stands for it."""
+    """Insert the new memories, under their own id, else (another tenant's, or `rekey`) their alias; sets each
+    one's target, and returns the file ids of those inserted. One that could not be inserted either way was written
+    meanwhile (its content, by an add of the tenant): that memory stands for it."""
     stored: set[uuid.UUID] = set()
     pending = list(fresh)
-    for use_alias in (False, True):
+    for use_alias in (True,) if rekey else (False, True):
         if not pending:
             break
         batch = []

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from shared.api.data import ExportedDocument, ExportedMemory, ExportedWaypoint, ExportEnd, ExportHeader
 from shared.errors import InvalidInput
+from shared.memory.storable import check_storable, may_hold_unstorable
 
 Line = ExportHeader | ExportedDocument | ExportedMemory | ExportedWaypoint | ExportEnd
 _BY_TYPE: dict[str, type[Line]] = {
@@ -88,6 +89,9 @@ def parse(raw: bytes | str, number: int) -> Line:
         raise InvalidInput(f"line {number}: not a JSON object ({exc})", details={"line": number}) from exc
     if not isinstance(data, dict):
         raise InvalidInput(f"line {number}: not a JSON object", details={"line": number})
+    # json.loads reads a surrogate's escape, and its bytes too (it decodes with "surrogatepass")
+    if may_hold_unstorable(raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")):
+        check_storable(data, prefix=f"line {number}: ", line=number)
     kind = data.get("type")
     model = _BY_TYPE.get(kind) if isinstance(kind, str) else None
     if model is None:

@@ -6,7 +6,10 @@ it (its `embed` stage timing, or its latency, would say so), telling it what ano
 The gateway writes new entries behind (`write_behind`): its aftermath thread stores those of every query of the
 last interval in one pipeline, off the queries' path. An entry reaches Redis up to one interval later than written
 through; an erasure's sweep of the tenant's keys meets the same race with a query then in flight either way, and
-every entry expires with its TTL."""
+every entry expires with its TTL.
+
+Each entry is sealed under its key (shared/security/sealing.py): a vector written by anything without the key
+would steer a tenant's query to what its writer chose; it reads as a miss, and is counted."""
 
 from __future__ import annotations
 
@@ -14,13 +17,14 @@ import hashlib
 import itertools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import redis
 
 from shared.embedding.base import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_timed
+from shared.security.sealing import Sealer
 
 log = logging.getLogger("mnemoflow.embedding")
 
@@ -34,11 +38,15 @@ class CachedEmbedder:
         client: redis.Redis,
         *,
         ttl_seconds: int,
+        sealer: Sealer,
         prefix: str = "mnemoflow:qemb",
         write_behind: bool = False,
         max_pending: int = 10_000,
+        on_bad_seal: Callable[[int], None] | None = None,
     ) -> None:
         self.inner = inner
+        self.sealer = sealer
+        self.on_bad_seal = on_bad_seal  # called with how many entries of a lookup failed their seal
         self.client = client
         self.ttl_seconds = ttl_seconds
         self.prefix = f"{prefix}:{inner.name}:{inner.model}:{inner.dim}:"
@@ -68,13 +76,22 @@ class CachedEmbedder:
             return embed_timed(self.inner, texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         missing = []
-        for i, raw in enumerate(cached):
-            if not (isinstance(raw, bytes) and len(raw) == 4 * self.dim):
+        broken = 0
+        for i, entry in enumerate(cached):
+            raw = self.sealer.open(keys[i], entry) if isinstance(entry, bytes) else None
+            if entry is not None and (raw is None or len(raw) != 4 * self.dim):
+                broken += 1
+                raw = None
+            if raw is None:
                 raw = self._pending.get(keys[i])  # written behind, not yet flushed
             if raw is not None:
                 out[i] = np.frombuffer(raw, dtype=np.float32)
             else:
                 missing.append(i)
+        if broken:
+            log.warning("query-embedding cache: %d entries failed their seal; embedding those again", broken)
+            if self.on_bad_seal is not None:
+                self.on_bad_seal(broken)
         call = None
         if missing:
             fresh, call = embed_timed(self.inner, [texts[i] for i in missing])
@@ -100,7 +117,7 @@ class CachedEmbedder:
         try:
             with self.client.pipeline(transaction=False) as pipe:
                 for key, raw in entries.items():
-                    pipe.set(key, raw, ex=self.ttl_seconds)
+                    pipe.set(key, self.sealer.seal(key, raw), ex=self.ttl_seconds)
                 pipe.execute()
         except redis.RedisError as exc:
             log.warning("could not store %d query embeddings in the cache: %s", len(entries), exc)

@@ -8,8 +8,8 @@ elements always give the same chunks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shared.errors import InvalidInput
@@ -98,6 +98,59 @@ def chunk_elements(
         )
         for index, pieces in enumerate(builder.chunks)
     ]
+
+
+def bound_by_tokens(
+    chunks: Sequence[Chunk],
+    count_tokens: Callable[[Sequence[str]], list[int]],
+    chunk_size: int,
+    *,
+    max_chunks: int | None = None,
+) -> list[Chunk]:
+    """`chunks` with each one over `chunk_size` tokens of the model (`count_tokens`, its tokenizer) cut into parts
+    that are not, renumbered: the estimate counts four characters a token, and a chunk of punctuation or code is
+    up to four times that many (2,048 estimated tokens of `|` are 8,192 of MiniLM's). Each part keeps its chunk's
+    metadata. InvalidInput when the parts pass `max_chunks`."""
+    bounded: list[tuple[tuple[int, ...], Chunk]] = []
+    pending: list[tuple[tuple[int, ...], Chunk]] = [
+        ((chunk.index,), chunk) for chunk in chunks
+    ]  # (place in the document, chunk)
+    for _ in range(4):  # a part cut by the average ratio may still be over where the text is uneven: cut again
+        counts = count_tokens([c.text for _, c in pending]) if pending else []
+        over: list[tuple[tuple[int, ...], Chunk]] = []
+        for (place, chunk), tokens in zip(pending, counts, strict=True):
+            if tokens <= chunk_size:
+                bounded.append((place, chunk))
+                continue
+            parts = _cut(chunk.text, max(1, len(chunk.text) * chunk_size // tokens))
+            over.extend(((*place, j), replace(chunk, text=t, tokens=estimate_tokens(t))) for j, t in enumerate(parts))
+        pending = over
+        if not pending:
+            break
+    bounded.extend(pending)
+    bounded.sort(key=lambda placed: placed[0])
+    if max_chunks is not None and len(bounded) > max_chunks:
+        raise InvalidInput(
+            f"the document makes more than {max_chunks:,} chunks of {chunk_size:,} tokens of the embedding model, "
+            "the limit per document (MNEMOFLOW_INGEST_MAX_CHUNKS): send a larger config.chunk_size, or split it",
+            details={"limit": "chunks", "max_chunks": max_chunks, "chunk_size": chunk_size},
+        )
+    return [replace(chunk, index=i) for i, (_, chunk) in enumerate(bounded)]
+
+
+def _cut(text: str, most: int) -> list[str]:
+    """`text` in consecutive parts of at most `most` characters, each cut after its last whitespace when that
+    falls in its second half (a long run of punctuation has none: it is cut where it reaches `most`)."""
+    parts = []
+    while len(text) > most:
+        end = most
+        space = max(text.rfind(" ", 0, most), text.rfind("\n", 0, most))
+        if space >= most // 2:
+            end = space + 1
+        parts.append(text[:end].strip())
+        text = text[end:]
+    parts.append(text.strip())
+    return [part for part in parts if part]
 
 
 class _Builder:

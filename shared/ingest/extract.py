@@ -25,6 +25,7 @@ def extract(
     limits: Limits | None = None,
     source_url: str | None = None,
     max_chars: int | None = None,
+    max_media_seconds: float | None = None,
 ) -> Extracted:
     """Elements and metadata of the file at `path`, already sniffed as `fmt`.
 
@@ -33,14 +34,15 @@ def extract(
     video are transcribed. `limits` defaults to DOCUMENT_LIMITS or MEDIA_LIMITS by kind.
     `source_url` is recorded for HTML fetched from the web. Raises ExtractionFailed when there is no text, or
     more than `max_chars` characters of it: the parser stops there, so no more than that comes back; UnsupportedMedia
-    naming the extra to install when this install lacks the format's parser (shared/ingest/extras.py).
+    naming the extra to install when this install lacks the format's parser (shared/ingest/extras.py); audio or
+    video longer than `max_media_seconds` is refused (ExtractionFailed) before it is transcribed.
     """
     extras.require(fmt)
     location = os.fspath(path)
     label = f"{fmt.value} {fmt.kind.value}"
     if fmt.kind is Kind.DOCUMENT:
         return run_on_file(label, limits or DOCUMENT_LIMITS, parse_document, location, fmt, source_url, max_chars)
-    return run_on_file(label, limits or MEDIA_LIMITS, transcribe, location, fmt, max_chars)
+    return run_on_file(label, limits or MEDIA_LIMITS, transcribe, location, fmt, max_chars, max_media_seconds)
 
 
 def extract_group(

@@ -24,6 +24,10 @@ class IngestParams:
     parse_timeout_seconds: float = 120.0
     parse_memory_mb: int = 2048
     media_timeout_seconds: float = 1800.0
+    # The longest audio or video transcribed, read from its header before decoding: with silence skipped, a
+    # file's transcription is bounded by this (~1 s of CPU per 10 s of speech with tiny.en on two cores: 3 h is
+    # ~18 minutes, inside media_timeout_seconds).
+    max_media_seconds: float = 10_800.0
     media_memory_mb: int = 4096
     # The parser child's sandbox (shared/ingest/sandbox.py): the largest file it may write, the largest answer it may
     # send, how many tasks (processes and threads) its uid may run; the uids it runs as when the worker is root

@@ -21,27 +21,31 @@ import hashlib
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from shared.api.ingest import IngestConfig
+from shared.backpressure import DOCUMENT_TASK_WINDOWS, DOCUMENT_WINDOWS, item_cost, specs_cost
 from shared.config import Settings
 from shared.db import Database
 from shared.errors import ExtractionFailed, InvalidInput, MnemoflowError, UpstreamFailed
 from shared.ingest import Chunk, Format, check_declared, chunk_elements, extract, fetch_url, group, sniff
+from shared.ingest.chunking import bound_by_tokens
 from shared.ingest.completion import finish_document, log_document
 from shared.ingest.elements import Extracted
 from shared.ingest.sandbox import limits_for
 from shared.jobs import ChunkItem, Classified, Placement, StoreChunk, plan_chunks
 from shared.memory import sectors as sector_rules
-from shared.storage import cancels, leases
+from shared.storage import backlog, cancels, leases
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 from shared.text import normalize_content
 
 _OPEN = ("queued", "extracting")
+TokenCount = Callable[[Sequence[str]], list[int]]  # each text's tokens for the embedding model
 # Site answers that a retry may well change.
 _TRANSIENT_HTTP = frozenset({408, 425, 429})
 
@@ -70,9 +74,12 @@ class _Prepared:
     source_url: str | None
 
 
-def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOutcome:
+def run_ingest(
+    db: Database, settings: Settings, job_id: uuid.UUID, count_tokens: TokenCount | None = None
+) -> IngestOutcome:
     """Advance an ingest job by one step; idempotent: a redelivered message finds its step done, or claimed by a
-    live worker (whose lease a heartbeat renews while it extracts), and leaves without counting an attempt."""
+    live worker (whose lease a heartbeat renews while it extracts), and leaves without counting an attempt.
+    `count_tokens`: the embedding model's tokenizer, which bounds each chunk (`chunking.bound_by_tokens`)."""
     owner = leases.owner_token()
     with db.session() as session:
         document = document_store.document_of_job(session, job_id, lock=True)
@@ -108,13 +115,13 @@ def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOut
         with contextlib.ExitStack() as beating:
             for one in claimed:
                 beating.enter_context(leases.Heartbeat(db, one.job["id"], owner, settings.job_lease_seconds))
-            outcomes = _run_group(db, settings, claimed)
+            outcomes = _run_group(db, settings, claimed, count_tokens)
         outcomes[0].companions = outcomes[1:]
         return outcomes[0]
     with leases.Heartbeat(db, job_id, owner, settings.job_lease_seconds):
         stages: dict[str, int] = {}
         try:
-            prepared = _prepare(db, settings, document, job["params"], stages)
+            prepared = _prepare(db, settings, document, job["params"], stages, count_tokens)
         except Exception as exc:
             return _failed_attempt(db, settings, document, job_id, attempts, exc, stages)
         if isinstance(prepared, uuid.UUID):
@@ -122,7 +129,9 @@ def run_ingest(db: Database, settings: Settings, job_id: uuid.UUID) -> IngestOut
         return _planned(db, settings, document, job, prepared, stages)
 
 
-def _run_group(db: Database, settings: Settings, claimed: list[group.Claimed]) -> list[IngestOutcome]:
+def _run_group(
+    db: Database, settings: Settings, claimed: list[group.Claimed], count_tokens: TokenCount | None
+) -> list[IngestOutcome]:
     """Extract the claimed uploads in one child (group.extract_claimed), then chunk and plan each alone: one
     document's failure fails that document only."""
     outcomes = []
@@ -130,7 +139,9 @@ def _run_group(db: Database, settings: Settings, claimed: list[group.Claimed]) -
         result: _Prepared | Exception = read.error or ExtractionFailed("not extracted")
         if read.extracted is not None and read.fmt is not None:
             try:
-                result = _chunked(settings, one.job["params"], read.fmt, read.extracted, read.size, None, read.stages)
+                result = _chunked(
+                    settings, one.job["params"], read.fmt, read.extracted, read.size, None, read.stages, count_tokens
+                )
             except Exception as exc:
                 result = exc
         if isinstance(result, Exception):
@@ -160,7 +171,12 @@ def _planned(
 
 
 def _prepare(
-    db: Database, settings: Settings, document: dict[str, Any], params: dict[str, Any], stages: dict[str, int]
+    db: Database,
+    settings: Settings,
+    document: dict[str, Any],
+    params: dict[str, Any],
+    stages: dict[str, int],
+    count_tokens: TokenCount | None,
 ) -> _Prepared | uuid.UUID:
     """Extract and chunk the document; the id of the user's other document when a URL's content is known."""
     rules = settings.ingest
@@ -193,10 +209,15 @@ def _prepare(
         if document["source_type"] == "url":  # an upload's declared type was checked when it was accepted
             check_declared(fmt, declared)
         extracted = extract(
-            path, fmt, limits=limits_for(rules, fmt.kind), source_url=source_url, max_chars=rules.max_chars
+            path,
+            fmt,
+            limits=limits_for(rules, fmt.kind),
+            source_url=source_url,
+            max_chars=rules.max_chars,
+            max_media_seconds=rules.max_media_seconds,
         )
         stages["extract_ms"] = _ms(started)
-    return _chunked(settings, params, fmt, extracted, size, source_url, stages)
+    return _chunked(settings, params, fmt, extracted, size, source_url, stages, count_tokens)
 
 
 def _chunked(
@@ -207,6 +228,7 @@ def _chunked(
     size: int,
     source_url: str | None,
     stages: dict[str, int],
+    count_tokens: TokenCount | None = None,
 ) -> _Prepared:
     """The extracted document cut into chunks under its job's ingest config."""
     config = params.get("config") or {}
@@ -225,6 +247,8 @@ def _chunked(
         max_chunks=rules.max_chunks,
         max_chars=rules.max_chars,
     )
+    if count_tokens is not None:  # one chunk, one bounded model call: its tokens, not its estimate
+        chunks = bound_by_tokens(chunks, count_tokens, chunk_size, max_chunks=rules.max_chunks)
     stages["chunk_ms"] = _ms(started)
     return _Prepared(fmt, chunks, extracted.metadata, size, source_url)
 
@@ -277,8 +301,11 @@ def _plan(
     if cancels.lock_job_status(session, job_id) == job_store.CANCELLED:  # nothing is planned after a cancel
         cancels.cancel_document(session, job_id)
         return []
-    specs = plan_chunks(items, size=settings.chunk_size)
-    job_store.add_chunks(session, job_id, specs)
+    specs = plan_chunks(items, size=settings.chunk_size, max_cost=DOCUMENT_TASK_WINDOWS, cost=item_cost)
+    # This document's job is open with nothing planned (counted as a waiting document): its chunks replace that.
+    cost = specs_cost(specs) - DOCUMENT_WINDOWS
+    priority = backlog.priority_of(session, current["user_id"], cost, fair=settings.fair_queues)
+    job_store.add_chunks(session, job_id, specs, priority=priority)
     job_store.grow_job(session, job_id, more_total=len(items), params={})
     document_store.set_status(
         session,
@@ -295,7 +322,11 @@ def _plan(
         job_id,
         {"phase": "embedding", "chunks": len(items), "format": prepared.fmt.value, "bytes": prepared.size},
     )
-    return [StoreChunk(job_id=job_id, seq=spec.seq, sector=spec.sector, user_id=current["user_id"]) for spec in specs]
+    user_id = current["user_id"]
+    return [
+        StoreChunk(job_id=job_id, seq=spec.seq, sector=spec.sector, user_id=user_id, priority=priority)
+        for spec in specs
+    ]
 
 
 def _duplicate(

@@ -21,11 +21,13 @@ from dataclasses import dataclass
 import redis
 from sqlalchemy.orm import Session
 
+from shared.backpressure import PRIORITY_STEPS
 from shared.config import Settings
 from shared.db import Database, is_deadlock
 from shared.jobs import embed_queue
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
+from shared.queueing import broker_keys
 from shared.storage import anchors, locks, planner_stats
 from shared.storage import vectors as vector_store
 from shared.storage.locks import Lock
@@ -46,11 +48,12 @@ class MergeOutcome:
 
 
 def embed_backlog(client: redis.Redis) -> int:
-    """Messages waiting on the embed.<sector> queues (Redis lists named after the queues)."""
+    """Messages waiting on the embed.<sector> queues (Redis lists named after the queues, one per priority)."""
     try:
         with client.pipeline(transaction=False) as pipe:
             for queue in EMBED_QUEUES:
-                pipe.llen(queue)
+                for key in broker_keys(queue, {"priority_steps": PRIORITY_STEPS}):
+                    pipe.llen(key)
             return sum(int(n) for n in pipe.execute())
     except Exception as exc:  # not Redis, or unreachable: never block the merge on it
         log.debug("cannot read the embed queues' length: %s", exc)

@@ -10,6 +10,10 @@ payload raises (content, tags or metadata edits); only uncompressed rows are cac
 regeneration rewrite the summary without a version), and a deleted memory is never asked for again
 because the lean fetch no longer finds it. Stale entries simply expire. A Redis outage costs the cache,
 never the query. Keys name their tenant, so erasing a tenant erases its entries (`forget_tenant`).
+
+Each entry is sealed (shared/security/sealing.py) under its key: one written by anything without the key (a
+process holding only the broker's password), or copied from another key, is read as a miss and counted, never
+returned as a memory.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
+
+from shared.security.sealing import Sealer
 
 log = logging.getLogger("mnemoflow.cache")
 
@@ -38,10 +44,14 @@ class HotRowCache:
         client: redis.Redis,
         *,
         ttl_seconds: int,
+        sealer: Sealer,
         prefix: str = "mnemoflow:row",
         on_lookup: Callable[[int, int], None] | None = None,
+        on_bad_seal: Callable[[int], None] | None = None,
     ) -> None:
         self.client = client
+        self.sealer = sealer
+        self.on_bad_seal = on_bad_seal  # called with how many entries of a lookup failed their seal
         self.ttl_seconds = ttl_seconds
         self.prefix = prefix
         self.hits = 0
@@ -57,18 +67,29 @@ class HotRowCache:
         wanted = [r for r in rows if cacheable(r)]
         if not wanted:
             return {}
+        keys = [self.key(r["user_id"], r["id"], r["version"]) for r in wanted]
         try:
-            raw = self.client.mget([self.key(r["user_id"], r["id"], r["version"]) for r in wanted])
+            raw = self.client.mget(keys)
         except redis.RedisError as exc:
             log.warning("hot-row cache unavailable (%s); reading rows from the database", exc)
             return {}
         found: dict[uuid.UUID, dict[str, Any]] = {}
-        for row, value in zip(wanted, raw, strict=True):
-            if isinstance(value, bytes | str):
-                payload = json.loads(value)
-                if payload.get("document_id"):
-                    payload["document_id"] = uuid.UUID(payload["document_id"])
-                found[row["id"]] = payload
+        broken = 0
+        for row, key, value in zip(wanted, keys, raw, strict=True):
+            if value is None:
+                continue
+            opened = self.sealer.open(key, value) if isinstance(value, bytes) else None
+            if opened is None:
+                broken += 1
+                continue
+            payload = json.loads(opened)
+            if payload.get("document_id"):
+                payload["document_id"] = uuid.UUID(payload["document_id"])
+            found[row["id"]] = payload
+        if broken:
+            log.warning("hot-row cache: %d entries failed their seal; read from the database instead", broken)
+            if self.on_bad_seal is not None:
+                self.on_bad_seal(broken)
         self.hits += len(found)
         self.misses += len(wanted) - len(found)
         if self.on_lookup is not None:
@@ -85,7 +106,8 @@ class HotRowCache:
                 for row in fresh:
                     payload = {name: row.get(name) for name in PAYLOAD_FIELDS}
                     key = self.key(row["user_id"], row["id"], row["version"])
-                    pipe.set(key, json.dumps(payload, default=str), ex=self.ttl_seconds)
+                    value = json.dumps(payload, default=str).encode("utf-8")
+                    pipe.set(key, self.sealer.seal(key, value), ex=self.ttl_seconds)
                 pipe.execute()
         except redis.RedisError as exc:
             log.warning("hot-row cache unavailable (%s); rows not cached", exc)

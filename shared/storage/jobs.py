@@ -11,8 +11,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from shared.errors import Conflict
+from shared.backpressure import chunk_cost
 from shared.jobs import ChunkSpec
+from shared.storage import job_lookups
 
 OPEN = ("queued", "running")
 CANCELLED = "cancelled"
@@ -30,6 +31,7 @@ class ChunkRef:
     sector: str
     kind: str = "batch"
     user_id: str = ""  # the job's tenant (what the sweeper's message acts for)
+    priority: int | None = None  # the broker priority it was first sent at
 
 
 def create_job(
@@ -41,11 +43,19 @@ def create_job(
     params: dict[str, Any],
     idempotency_key: str | None,
     request_hash: str | None = None,
+    wait_ms: int | None = None,
 ) -> tuple[uuid.UUID, bool]:
     """Create a job, or return the existing one for the same idempotency key and request. (id, created).
 
     Conflict (409) when the key was used for another request (`request_hash` differs); a job made before request
-    hashes were kept (NULL) answers any."""
+    hashes were kept (NULL) answers any. `wait_ms`: how long the same request sent at once waits for the first one's
+    transaction (its uncommitted row) to end, instead of the session's lock timeout."""
+    # The losers of identical concurrent requests wait here on the winner's row; a lock timeout shorter than the
+    # winner's transaction (its chunks written under load) answered them 503 instead of its job.
+    waits = wait_ms and idempotency_key is not None
+    restore = session.execute(text("SELECT current_setting('lock_timeout')")).scalar_one() if waits else None
+    if restore is not None:
+        session.execute(text("SELECT set_config('lock_timeout', :ms, true)"), {"ms": f"{int(wait_ms or 0)}ms"})
     row = session.execute(
         text(
             """
@@ -64,33 +74,31 @@ def create_job(
             "hash": request_hash,
         },
     ).first()
+    if restore is not None:
+        session.execute(text("SELECT set_config('lock_timeout', :ms, true)"), {"ms": restore})
     if row is not None:
         return row.id, True
-    existing = session.execute(
-        text("SELECT id, request_hash FROM jobs WHERE user_id = :u AND kind = :k AND idempotency_key = :key"),
-        {"u": user_id, "k": kind, "key": idempotency_key},
-    ).one()
-    if request_hash is not None and existing.request_hash is not None and existing.request_hash != request_hash:
-        raise Conflict(
-            f"idempotency_key {idempotency_key!r} was already used for another request (job {existing.id}): send "
-            "that same request again to get its job, or a new key for a new request",
-            details={"idempotency_key": idempotency_key, "job_id": str(existing.id)},
-        )
-    return existing.id, False
+    existing = job_lookups.idempotent_job(
+        session, user_id=user_id, kind=kind, idempotency_key=idempotency_key, request_hash=request_hash
+    )
+    assert existing is not None  # the conflict that skipped the insert was this row's
+    return existing, False
 
 
-def add_chunks(session: Session, job_id: uuid.UUID, chunks: Sequence[ChunkSpec]) -> None:
-    payload = [{"seq": c.seq, "sector": c.sector, "item_count": len(c.items), "items": c.items} for c in chunks]
+def add_chunks(
+    session: Session, job_id: uuid.UUID, chunks: Sequence[ChunkSpec], *, priority: int | None = None
+) -> None:
+    """Write a job's chunks with their model work (the tenant's backlog) and priority (the sweeper re-sends at it)."""
+    payload = [{"seq": c.seq, "sector": c.sector, "items": c.items, "cost": chunk_cost(c.items)} for c in chunks]
     session.execute(
         text(
             """
-            INSERT INTO job_chunks (job_id, seq, sector, item_count, items)
-            SELECT :job_id, r.seq, r.sector, r.item_count, r.items
-            FROM jsonb_to_recordset(CAST(:rows AS jsonb))
-                 AS r(seq integer, sector text, item_count integer, items jsonb)
+            INSERT INTO job_chunks (job_id, seq, sector, item_count, items, cost, priority)
+            SELECT :job_id, r.seq, r.sector, jsonb_array_length(r.items), r.items, r.cost, CAST(:priority AS smallint)
+            FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(seq integer, sector text, items jsonb, cost integer)
             """
         ),
-        {"job_id": job_id, "rows": json.dumps(payload)},
+        {"job_id": job_id, "rows": json.dumps(payload), "priority": priority},
     )
 
 
@@ -323,40 +331,6 @@ def chunk_totals(session: Session, job_id: uuid.UUID) -> dict[str, int]:
         {"id": job_id},
     ).all()
     return {r.key: int(r.total) for r in rows}
-
-
-def stalled_chunks(session: Session, *, older_than_seconds: int, limit: int = 1000) -> list[ChunkRef]:
-    """Pending chunks to send again: claimed by a worker that died (its lease ran out, and no transaction holds
-    the row), or never claimed `older_than_seconds` after they were sent (their message was lost; if it was only
-    slow, the duplicate finds the chunk claimed or done and leaves, counting nothing)."""
-    rows = session.execute(
-        text(
-            """
-            SELECT c.job_id, c.seq, c.sector, j.kind, j.user_id FROM job_chunks c JOIN jobs j ON j.id = c.job_id
-            WHERE c.status = 'pending' AND j.status <> 'cancelled'
-              AND (c.lease_until < now()
-                   OR (c.lease_until IS NULL AND c.enqueued_at < now() - make_interval(secs => :age)))
-            ORDER BY c.enqueued_at
-            LIMIT :limit
-            FOR UPDATE OF c SKIP LOCKED
-            """
-        ),
-        {"age": older_than_seconds, "limit": limit},
-    ).all()
-    return [ChunkRef(r.job_id, r.seq, r.sector, r.kind, r.user_id) for r in rows]
-
-
-def mark_enqueued(session: Session, chunks: Sequence[ChunkRef]) -> None:
-    if not chunks:
-        return
-    session.execute(
-        text(
-            "UPDATE job_chunks c SET enqueued_at = now(), lease_owner = NULL, lease_until = NULL "
-            "FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS int[])) "
-            "AS k(job_id, seq) WHERE c.job_id = k.job_id AND c.seq = k.seq"
-        ),
-        {"ids": [str(c.job_id) for c in chunks], "seqs": [c.seq for c in chunks]},
-    )
 
 
 def merge_result(session: Session, job_id: uuid.UUID, patch: dict[str, Any], *, error: str | None = None) -> None:

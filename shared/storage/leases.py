@@ -19,6 +19,7 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -26,6 +27,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from shared.db import Database
+from shared.storage.jobs import ChunkRef
 
 log = logging.getLogger("mnemoflow.jobs")
 
@@ -160,3 +162,37 @@ class Heartbeat:
                         return
             except Exception as error:
                 log.warning("job %s: could not renew the lease: %s", self.job_id, error)
+
+
+def stalled_chunks(session: Session, *, older_than_seconds: int, limit: int = 1000) -> list[ChunkRef]:
+    """Pending chunks to send again: claimed by a worker that died (its lease ran out, and no transaction holds
+    the row), or never claimed `older_than_seconds` after they were sent (their message was lost; if it was only
+    slow, the duplicate finds the chunk claimed or done and leaves, counting nothing)."""
+    rows = session.execute(
+        text(
+            """
+            SELECT c.job_id, c.seq, c.sector, c.priority, kind, user_id FROM job_chunks c JOIN jobs j ON j.id = c.job_id
+            WHERE c.status = 'pending' AND j.status <> 'cancelled'
+              AND (c.lease_until < now()
+                   OR (c.lease_until IS NULL AND c.enqueued_at < now() - make_interval(secs => :age)))
+            ORDER BY c.enqueued_at
+            LIMIT :limit
+            FOR UPDATE OF c SKIP LOCKED
+            """
+        ),
+        {"age": older_than_seconds, "limit": limit},
+    ).all()
+    return [ChunkRef(r.job_id, r.seq, r.sector, r.kind, r.user_id, r.priority) for r in rows]
+
+
+def mark_enqueued(session: Session, chunks: Sequence[ChunkRef]) -> None:
+    if not chunks:
+        return
+    session.execute(
+        text(
+            "UPDATE job_chunks c SET enqueued_at = now(), lease_owner = NULL, lease_until = NULL "
+            "FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS int[])) "
+            "AS k(job_id, seq) WHERE c.job_id = k.job_id AND c.seq = k.seq"
+        ),
+        {"ids": [str(c.job_id) for c in chunks], "seqs": [c.seq for c in chunks]},
+    )

@@ -21,12 +21,24 @@ class Lock(enum.IntEnum):
     INDEX_DDL = 727277  # transaction lock: one process creates vector indexes at a time (storage.sector_models)
     # 727278: the decay threads' BM25 statistics updates, before memories were counted when stored
     DECAY_CYCLE = 727279  # session lock: one decay cycle at a time, store-wide (lifecycle.decay_cycle)
+    # transaction lock per tenant (two-key form: the tenant's hash is the second key): one import read at a time
+    IMPORT = 727280
 
 
 def hold_for_transaction(session: Session, lock: Lock, *, shared: bool = False) -> None:
     """Wait for `lock` and hold it until the session's transaction ends."""
     function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     session.execute(text(f"SELECT {function}(:k)"), {"k": int(lock)})
+
+
+def try_hold_for_tenant(session: Session, lock: Lock, tenant: str) -> bool:
+    """Take the tenant's `lock` until the session's transaction ends, if it is free; False when another holds it.
+    (Two tenants whose names hash alike share it: rare, and then one waits for the other's end.)"""
+    return bool(
+        session.execute(
+            text("SELECT pg_try_advisory_xact_lock(:k, hashtext(:t))"), {"k": int(lock), "t": tenant}
+        ).scalar_one()
+    )
 
 
 def try_hold(connection: Connection, lock: Lock) -> bool:

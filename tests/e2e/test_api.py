@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -13,7 +14,7 @@ from infra.embedded import free_port
 from infra.processes import gateway_command, wait_healthy
 from shared.embedding import SyntheticEmbedder
 from shared.text import opaque_label
-from tests.conftest import running, service_env, wait_for_job
+from tests.conftest import SEALER, running, service_env, wait_for_job
 
 pytestmark = pytest.mark.e2e
 
@@ -258,8 +259,9 @@ def test_injection_and_blindness_are_counted_per_tenant(http, tenant):
         "injection_rate": 0.5,
         "blindness_rate": 0.5,
     }
-    metrics = http.get("/metrics").text  # tenants appear as a hash of their user_id (no salt configured here)
-    blind, empty = opaque_label(tenant), opaque_label(f"{tenant}-empty")
+    metrics = http.get("/metrics").text  # tenants appear as a hash of their user_id, keyed by the session's salt
+    salt = os.environ["MNEMOFLOW_METRICS_TENANT_SALT"]
+    blind, empty = opaque_label(tenant, salt), opaque_label(f"{tenant}-empty", salt)
     assert f'mnemoflow_tenant_queries_total{{outcome="blind",tenant="{blind}"}} 1.0' in metrics
     assert f'mnemoflow_tenant_queries_total{{outcome="no_memories",tenant="{empty}"}} 1.0' in metrics
 
@@ -594,7 +596,7 @@ def test_query_embeddings_are_cached_in_redis(http, tenant, servers):
     while not (keys := client.keys(f"mnemoflow:qemb:synthetic:synthetic-hash-v1:384:{{{tenant}}}:*")):
         assert time.monotonic() < deadline, "the gateway did not store the query's embedding"
         time.sleep(0.05)
-    assert len(keys) == 1 and len(client.get(keys[0]) or b"") == 4 * 384
+    assert len(keys) == 1 and len(SEALER.open(keys[0].decode(), client.get(keys[0]) or b"") or b"") == 4 * 384
 
 
 def test_the_cli_adds_a_turn_after_another(gateway, tenant):

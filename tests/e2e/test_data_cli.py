@@ -31,6 +31,10 @@ def test_export_import_erase_and_cancel_from_the_command_line(gateway, http, wor
     assert imported.exit_code == 0, imported.output
     assert f"into '{copy}'" in imported.output and "stored: 2 new" in imported.output
     assert http.get("/memory/all", params={"user_id": copy}).json()["total"] == 2
+    again = runner.invoke(app, ["import", str(target), "--user-id", copy], env=env)
+    assert again.exit_code == 0, again.output
+    assert "0 lines to store, 2 skipped, 0 stored under another id" in again.output, again.output
+    assert "line 2: skipped: memory " in again.output and "is stored already (imported before)" in again.output
 
     unconfirmed = runner.invoke(app, ["erase", "--user-id", copy], env=env)
     assert unconfirmed.exit_code == 2 and "--yes" in unconfirmed.output

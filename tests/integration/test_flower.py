@@ -42,7 +42,7 @@ def test_flower_names_each_chunk_by_its_sector_queue_and_lists_every_queue(
     env = service_env(servers, REDIS_URL=broker, FLOWER_UNAUTHENTICATED_API="true")
     port = free_port()
     flower = f"http://127.0.0.1:{port}"
-    command = ["celery", "-A", "workers.app", "flower", f"--port={port}", "--address=127.0.0.1"]
+    command = ["workers.flower", f"--port={port}", "--address=127.0.0.1"]
     app = make_celery(isolated, "tests.flower")
     name = f"flower-{uuid.uuid4().hex[:6]}"
     try:

@@ -44,7 +44,7 @@ def keys() -> Keys:
         tenant_b=f"bob-{suffix}",
         key_b=secrets.token_urlsafe(24),
         admin=secrets.token_urlsafe(24),
-        metrics_salt=secrets.token_hex(8),
+        metrics_salt=secrets.token_urlsafe(24),
     )
 
 

@@ -1,6 +1,6 @@
-"""docker-compose.yml ships closed: keys and Flower's login required, ports on loopback unless the operator says
-otherwise. There is no Docker daemon here: the file is read with PyYAML and its variables interpolated the way
-Compose does (`${VAR}`, `${VAR:-default}`, `${VAR:?error}`)."""
+"""docker-compose.yml ships closed: keys, Flower's login, the broker's password and the task signing key required,
+ports on loopback unless the operator says otherwise. There is no Docker daemon here: the file is read with PyYAML
+and its variables interpolated the way Compose does (`${VAR}`, `${VAR:-default}`, `${VAR:?error}`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ DEPLOYED = {
     "MNEMOFLOW_API_KEYS": "k" * 24 + "=alice",
     "MNEMOFLOW_ADMIN_API_KEY": "a" * 24,
     "FLOWER_BASIC_AUTH": "admin:" + "p" * 16,
+    "MNEMOFLOW_REDIS_PASSWORD": "broker-password-0123456789",
+    "MNEMOFLOW_SIGNING_KEY": "signing-key-0123456789abcdef",
+    "MNEMOFLOW_METRICS_TENANT_SALT": "metrics-salt-0123456789abcdef",
 }
 
 
@@ -107,3 +110,42 @@ def test_every_queue_has_a_worker_in_compose():
     assert consumed == set(ALL_QUEUES)  # a queue nobody consumes (the sweeper's, say) silently stops its work
     # The sweeper shares its processes with nothing: behind a decay cycle or a transcription it would wait.
     assert sweepers == [{"sweep"}]
+
+
+def _without(variable: str) -> dict[str, str]:
+    return {k: v for k, v in DEPLOYED.items() if k != variable}
+
+
+def test_the_broker_requires_a_password_and_every_service_connects_with_it(services):
+    redis = services["redis"]
+    for env in (_without("MNEMOFLOW_REDIS_PASSWORD"), {**DEPLOYED, "MNEMOFLOW_REDIS_PASSWORD": ""}):
+        with pytest.raises(Missing, match="MNEMOFLOW_REDIS_PASSWORD"):
+            interpolate(redis, env)
+    deployed = interpolate(redis, DEPLOYED)
+    # The server takes it from its environment ($$ is Compose's escape for a literal $): not on the host's `ps`.
+    assert deployed["environment"]["REDISCLI_AUTH"] == DEPLOYED["MNEMOFLOW_REDIS_PASSWORD"]
+    assert '--requirepass "$REDISCLI_AUTH"' in " ".join(deployed["command"]).replace("$$", "$")
+    assert DEPLOYED["MNEMOFLOW_REDIS_PASSWORD"] not in " ".join(deployed["command"])
+    ours = {name: s for name, s in services.items() if _runs_mnemoflow(s)}
+    for name, service in ours.items():
+        with pytest.raises(Missing, match="MNEMOFLOW_REDIS_PASSWORD"):
+            interpolate(service["environment"]["REDIS_URL"], _without("MNEMOFLOW_REDIS_PASSWORD"))
+        url = interpolate(service["environment"]["REDIS_URL"], DEPLOYED)
+        assert url == f"redis://:{DEPLOYED['MNEMOFLOW_REDIS_PASSWORD']}@redis:6379/0", name
+
+
+def test_every_service_but_flower_requires_the_signing_key_and_flower_holds_none(services):
+    ours = {name: s for name, s in services.items() if _runs_mnemoflow(s)}
+    for name, service in ours.items():
+        environment = service["environment"]
+        if name == "flower":  # it sends no task: a task it was asked to run through its API is refused
+            assert "MNEMOFLOW_SIGNING_KEY" not in environment
+            continue
+        for variable in ("MNEMOFLOW_SIGNING_KEY", "MNEMOFLOW_METRICS_TENANT_SALT"):
+            with pytest.raises(Missing, match=variable):
+                interpolate(environment[variable], _without(variable))
+            assert interpolate(environment[variable], DEPLOYED) == DEPLOYED[variable], name
+
+
+def test_flower_runs_with_its_metrics_behind_its_login(services):
+    assert services["flower"]["command"][:3] == ["python", "-m", "workers.flower"]

@@ -74,3 +74,24 @@ def test_mnemoflow_up_refuses_flower_without_its_login(servers, tmp_path):
     code, log = _exit(up, env, tmp_path / "up.log")
     assert code == 2 and "FLOWER_BASIC_AUTH" in log and "--no-flower" in log, log
     assert not data_dir.exists()
+
+
+@pytest.mark.parametrize("process", ["worker", "beat"])
+def test_a_worker_and_beat_refuse_to_start_without_the_signing_key(servers, tmp_path, process):
+    env = _closed_env(servers, MNEMOFLOW_API_KEYS=TENANT_KEYS, MNEMOFLOW_ADMIN_API_KEY=OPERATOR_KEY)
+    env.pop("MNEMOFLOW_SIGNING_KEY")
+    args = (
+        worker_args("unsigned-worker")
+        if process == "worker"
+        else ["celery", "-A", "workers.app", "beat", "-s", str(tmp_path / "schedule")]
+    )
+    code, log = _exit(args, env, tmp_path / f"{process}.log")
+    assert code != 0 and "no MNEMOFLOW_SIGNING_KEY" in log, log[-3000:]
+
+
+def test_the_gateway_refuses_to_start_without_the_signing_key_or_the_metrics_salt(servers, tmp_path):
+    env = _closed_env(servers, MNEMOFLOW_API_KEYS=TENANT_KEYS, MNEMOFLOW_ADMIN_API_KEY=OPERATOR_KEY)
+    for name in ("MNEMOFLOW_SIGNING_KEY", "MNEMOFLOW_METRICS_TENANT_SALT"):
+        env.pop(name)
+    code, log = _exit(gateway_command(host="127.0.0.1", port=free_port()), env, tmp_path / "gateway.log")
+    assert code != 0 and "no MNEMOFLOW_SIGNING_KEY and no MNEMOFLOW_METRICS_TENANT_SALT" in log, log[-3000:]

@@ -10,6 +10,7 @@ from collections.abc import Generator
 from typing import IO, Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from services.gateway import metrics
@@ -18,16 +19,18 @@ from services.gateway.responses import ClosingStream
 from services.gateway.routers.system import job_public
 from services.gateway.state import GatewayState
 from shared.api.common import UserId
-from shared.api.data import EraseAccepted, EraseRequest, ImportAccepted
+from shared.api.data import EraseAccepted, EraseRequest, ImportAccepted, LineRekeyed, LineSkipped
 from shared.api.jobs import JobPublic
 from shared.backpressure import Quota
 from shared.data import cancel, erasure, import_plan
 from shared.data.export import export_lines
-from shared.errors import PayloadTooLarge
+from shared.errors import Conflict, PayloadTooLarge
 from shared.jobs import EraseTenant, JobKind
+from shared.storage import job_lookups, locks
 from shared.storage import jobs as job_store
 
 router = APIRouter(tags=["data"])
+IMPORT_RETRY_SECONDS = 10  # a second import of a tenant is refused while one runs: try again after this
 JSON_LINES = "application/x-ndjson"
 _IMPORT_BODY = {
     "requestBody": {
@@ -78,8 +81,10 @@ async def import_file(
     request: Request, state: StateDep, principal: PrincipalDep, response: Response, user_id: UserId | None = None
 ) -> ImportAccepted:
     """Import an export into the tenant (its own or another's file): refused whole if a line is wrong, else one
-    job that stores it (follow `status_url`). Importing the same file again stores nothing twice."""
+    job that stores it (follow `status_url`), and which lines it skips or stores under another id, and why.
+    Importing the same file again stores nothing twice; one import runs per tenant at a time (else 409)."""
     tenant = principal.tenant(user_id)
+    await run_in_threadpool(_one_import_at_a_time, state, tenant, None)  # before reading a byte of the file
     await run_in_threadpool(state.limiter.charge, tenant, Quota.INGEST)
     limit = state.settings.import_max_bytes
     with tempfile.TemporaryFile(prefix="mnemoflow-import-") as spool:  # on disk: never the whole file in memory
@@ -92,8 +97,10 @@ async def import_file(
                 )
             spool.write(block)
         spool.seek(0)
-        planned = await run_in_threadpool(_plan, state, tenant, spool)
+        # the operator may see every id: its imports keep ids where free; a tenant's keep only the tenant's own
+        planned = await run_in_threadpool(_plan, state, tenant, spool, principal.is_admin)
     metrics.JOBS_ENQUEUED.labels(kind=JobKind.IMPORT).inc()
+    answers = planned.answers or import_plan.Answers()
     if planned.finished:
         response.status_code = status.HTTP_200_OK
     if planned.job_id is not None:
@@ -108,13 +115,49 @@ async def import_file(
         waypoints=planned.waypoints,
         chunks=planned.chunks,
         status_url=f"/jobs/{planned.job_id}" if planned.job_id else None,
+        lines=planned.lines,
+        stored=answers.stored,
+        skipped=[LineSkipped(**s) for s in answers.skipped],
+        rekeyed=[LineRekeyed(**r) for r in answers.rekeyed],
+        skipped_lines=answers.skipped_lines,
+        rekeyed_lines=answers.rekeyed_lines,
     )
 
 
-def _plan(state: GatewayState, tenant: str, spool: IO[bytes]) -> import_plan.Planned:
+def _one_import_at_a_time(state: GatewayState, tenant: str, session: Session | None) -> None:
+    """Conflict (409, Retry-After) while another import of the tenant is read or its job has not ended: one tenant
+    cannot pile imports up. With `session` (the planning transaction): the tenant's import lock is taken too."""
+    if session is not None and not locks.try_hold_for_tenant(session, locks.Lock.IMPORT, tenant):
+        raise Conflict(
+            f"another import of user_id {tenant!r} is being read now: one import runs per tenant at a time; send "
+            "this file again once it has been answered",
+            retry_after=IMPORT_RETRY_SECONDS,
+        )
+    if session is None:
+        with state.db.reading(tenant) as reading:
+            running = job_lookups.unfinished_job(reading, tenant, JobKind.IMPORT)
+    else:
+        running = job_lookups.unfinished_job(session, tenant, JobKind.IMPORT)
+    if running is not None:
+        raise Conflict(
+            f"an import of user_id {tenant!r} is still running (job {running}): one import runs per tenant at a "
+            f"time; send this file again once GET /jobs/{running} says it ended (or cancel it: POST "
+            f"/jobs/{running}/cancel)",
+            details={"job_id": str(running)},
+            retry_after=IMPORT_RETRY_SECONDS,
+        )
+
+
+def _plan(state: GatewayState, tenant: str, spool: IO[bytes], keep_ids: bool) -> import_plan.Planned:
     with state.unit_of_work(tenant) as work:
+        _one_import_at_a_time(state, tenant, work.session)
         planned = import_plan.plan_import(
-            work.session, tenant, spool, limits=state.settings.limits, chunk_size=state.settings.chunk_size
+            work.session,
+            tenant,
+            spool,
+            limits=state.settings.limits,
+            chunk_size=state.settings.chunk_size,
+            keep_ids=keep_ids,
         )
         work.enqueue(*planned.messages)  # after the commit; a lost message is re-sent by the sweeper
     return planned

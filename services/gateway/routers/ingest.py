@@ -29,13 +29,15 @@ from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep
 from services.gateway.routers.system import job_public
 from services.gateway.state import GatewayState, UnitOfWork
-from shared.api.common import USER_ID_PATTERN, no_nul
+from shared.api.common import USER_ID_PATTERN
 from shared.api.ingest import IngestAccepted, IngestOptions, IngestRequest, IngestUrlRequest, form_params
 from shared.api.jobs import JobPublic
 from shared.backpressure import Quota
 from shared.errors import InvalidInput, MnemoflowError, PayloadTooLarge, RateLimited
 from shared.ingest import intake, sniff
 from shared.jobs import IngestDocument, JobKind
+from shared.memory.storable import check_pairs, check_storable
+from shared.storage import backlog
 from shared.storage.documents import UPLOAD_PART_BYTES
 
 router = APIRouter(prefix="/memory", tags=["ingest"])
@@ -89,6 +91,7 @@ def ingest(
         raise
     with _backlog_counted(), state.unit_of_work(user_id) as work:
         accepted = _queued(
+            state,
             work,
             user_id,
             intake.accept_upload(
@@ -129,7 +132,7 @@ def ingest_url(
             params=body.job_params(),
             max_queued=state.settings.ingest.max_queued,
         )
-        _queued(work, user_id, accepted)
+        _queued(state, work, user_id, accepted)
     return _answer(state, accepted, user_id, response, wait)
 
 
@@ -146,20 +149,20 @@ async def ingest_file(
         if not isinstance(upload, UploadFile):
             raise InvalidInput("send the document as a multipart/form-data file field named 'file'")
         fields = {key: value for key, value in form.items() if isinstance(value, str)}
+        check_pairs(fields.items(), where="form field")  # a form the route reads itself: the dependency cannot
         try:
             options = form_params(fields)
         except (ValueError, ValidationError) as exc:
             raise InvalidInput(f"invalid upload options: {exc}") from exc
+        # the metadata field is JSON: its escapes can spell a surrogate the field's own text does not hold
+        check_storable({"metadata": options.metadata, "tags": options.tags}, where="form field")
         user_id = principal.tenant(options.user_id)
         await run_in_threadpool(state.limiter.charge, user_id, Quota.INGEST)
         _check_options(state, options)
         declared = fields.get("content_type") or upload.content_type
         filename = os.path.basename(upload.filename) if upload.filename else None
-        try:  # both are stored: PostgreSQL text cannot hold U+0000
-            for what, value in (("content_type", declared), ("filename", filename)):
-                no_nul(value or "", what)
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from exc
+        # both are stored: PostgreSQL text cannot hold U+0000 (the part's headers may carry one)
+        check_pairs((("content_type", declared or ""), ("filename", filename or "")), where="upload's")
         accepted = await run_in_threadpool(
             _accept_file, state, upload.file, user_id, filename, declared, options.job_params()
         )
@@ -206,6 +209,7 @@ def _accept_file(
         spool.seek(0)
         with _backlog_counted(), state.unit_of_work(user_id) as work:
             return _queued(
+                state,
                 work,
                 user_id,
                 intake.accept_upload(
@@ -259,10 +263,12 @@ def _backlog_counted() -> Iterator[None]:
         raise
 
 
-def _queued(work: UnitOfWork, user_id: str, accepted: intake.Accepted) -> intake.Accepted:
-    """Send the document's job once the acceptance commits (unless the document was already known)."""
+def _queued(state: GatewayState, work: UnitOfWork, user_id: str, accepted: intake.Accepted) -> intake.Accepted:
+    """Send the document's job once the acceptance commits (unless the document was already known), at the
+    priority of its tenant's open work (this document's job, written, is counted in it)."""
     if accepted.status != "existing" and accepted.job_id is not None:
-        work.enqueue(IngestDocument(job_id=accepted.job_id, user_id=user_id))
+        priority = backlog.priority_of(work.session, user_id, 0, fair=state.settings.fair_queues)
+        work.enqueue(IngestDocument(job_id=accepted.job_id, user_id=user_id, priority=priority))
         metrics.JOBS_ENQUEUED.labels(kind=JobKind.INGEST).inc()
     return accepted
 

@@ -120,7 +120,7 @@ def test_the_sweeper_resends_nothing_of_a_cancelled_job_and_closes_what_a_dead_w
         worker.rollback()  # ...and dies before it looks at its job again: chunk 0 stays pending
     time.sleep(2.5)  # the dead worker's lease runs out
     with maintenance.session() as s:
-        stalled = [c for c in job_store.stalled_chunks(s, older_than_seconds=1) if c.job_id == job_id]
+        stalled = [c for c in leases.stalled_chunks(s, older_than_seconds=1) if c.job_id == job_id]
         closed = cancels.close_cancelled_chunks(s)
     assert stalled == [] and closed >= 1
     assert _chunk_statuses(db, job_id) == ["cancelled", "cancelled"]

@@ -25,6 +25,7 @@ from shared.storage import documents as document_store
 from shared.storage import erasure as erasure_store
 from shared.storage import jobs as job_store
 from shared.storage import waypoints as waypoint_store
+from tests.conftest import SEALER
 from tests.integration.helpers import item, memory_count
 
 pytestmark = pytest.mark.integration
@@ -71,10 +72,12 @@ def _fill(app_db, engine, client, tenant: str) -> uuid.UUID:
             {"j": done_job},
         )
     client.set(bucket_key(Quota.WRITES, tenant), "1")
-    HotRowCache(client, ttl_seconds=60).put(
+    HotRowCache(client, ttl_seconds=60, sealer=SEALER).put(
         [{"user_id": tenant, "id": first["id"], "version": 1, "tier": "hot", "compression": "full", "content": "x"}]
     )
-    CachedEmbedder(SyntheticEmbedder(dim=8), client, ttl_seconds=60).embed_logged(["where is the key"], tenant=tenant)
+    CachedEmbedder(SyntheticEmbedder(dim=8), client, ttl_seconds=60, sealer=SEALER).embed_logged(
+        ["where is the key"], tenant=tenant
+    )
     retrieval_stats.record_many(client, {(tenant, "injected"): 1}, now=datetime.now(UTC))
     return open_job
 

@@ -15,6 +15,7 @@ from shared.embedding import SyntheticEmbedder
 from shared.memory.engine import MemoryEngine
 from shared.retrieval.hot_rows import HotRowCache
 from shared.retrieval.service import Retriever
+from tests.conftest import SEALER
 from tests.integration.helpers import search
 
 pytestmark = pytest.mark.integration
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def cache(servers):
     client = redis.Redis.from_url(servers["redis_url"])
-    yield HotRowCache(client, ttl_seconds=60, prefix=f"test:row:{uuid.uuid4().hex}")
+    yield HotRowCache(client, ttl_seconds=60, sealer=SEALER, prefix=f"test:row:{uuid.uuid4().hex}")
     client.close()
 
 
@@ -82,7 +83,9 @@ def test_a_compressed_row_is_read_from_the_database(db, settings, tenant, cache)
 
 
 def test_a_token_budget_packs_from_hydrated_rows_and_a_redis_outage_costs_only_the_cache(db, settings, tenant):
-    dead = HotRowCache(redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2), ttl_seconds=60)
+    dead = HotRowCache(
+        redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2), ttl_seconds=60, sealer=SEALER
+    )
     engine = MemoryEngine(settings, SyntheticEmbedder(dim=384))
     retriever = Retriever(settings, engine.embedder, row_cache=dead)
     ids = []

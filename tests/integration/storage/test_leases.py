@@ -37,7 +37,7 @@ def _chunk(db, job_id: uuid.UUID, seq: int = 0) -> dict:
 
 def _stalled(db, job_id: uuid.UUID, stall: int = 300) -> list[int]:
     with db.session() as s:
-        refs = job_store.stalled_chunks(s, older_than_seconds=stall)
+        refs = leases.stalled_chunks(s, older_than_seconds=stall)
         s.rollback()  # only looking: the real sweeper marks what it re-sends
     return [r.seq for r in refs if r.job_id == job_id]
 
@@ -105,7 +105,7 @@ def test_the_sweeper_resends_dead_workers_chunks_at_once_and_lost_messages_after
     assert _stalled(db, waiting) == [] and _stalled(db, waiting, stall=5) == [0]
     assert _stalled(db, lost) == [0]
     with db.session() as s:  # what the sweeper does with them: the clock restarts and the dead lease goes
-        job_store.mark_enqueued(s, job_store.stalled_chunks(s, older_than_seconds=300))
+        leases.mark_enqueued(s, leases.stalled_chunks(s, older_than_seconds=300))
     assert _stalled(db, dead) == [] and _chunk(db, dead)["lease_owner"] is None
     with db.session() as s:
         assert leases.claim_chunk(s, dead, 0, owner="w2", ttl=30).attempts == 2

@@ -273,6 +273,30 @@ def tone_wav(path: Path, seconds: float = 2.0, rate: int = 16_000) -> Path:
     return path
 
 
+def silent_wav(path: Path, seconds: float, rate: int = 8_000, width: int = 1) -> Path:
+    """A WAV of digital silence (8 kHz, 8-bit by default: 26 minutes are 12.5 MB, under the upload limit)."""
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(width)
+        out.setframerate(rate)
+        silence = (b"\x80" if width == 1 else b"\x00" * width) * rate  # 8-bit PCM is unsigned: 128 is zero
+        for _ in range(int(seconds)):
+            out.writeframes(silence)
+    return path
+
+
+def padded_wav(speech: Path, path: Path, before: float, after: float) -> Path:
+    """`speech` (16-bit mono) with `before` and `after` seconds of silence around it."""
+    with wave.open(str(speech), "rb") as source:
+        rate, frames = source.getframerate(), source.readframes(source.getnframes())
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(b"\x00\x00" * int(before * rate) + frames + b"\x00\x00" * int(after * rate))
+    return path
+
+
 # container → (audio codec, video codec or None) for re-encoding a WAV with PyAV's bundled FFmpeg.
 CODECS = {
     "mp3": ("libmp3lame", None),

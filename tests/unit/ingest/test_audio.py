@@ -9,7 +9,7 @@ import pytest
 
 from shared.errors import ExtractionFailed
 from shared.ingest import Format, extract, extract_document
-from shared.ingest.audio import is_speech, model_dir
+from shared.ingest.audio import SAMPLE_RATE, is_speech, model_dir, sound_clips
 from tests.unit.ingest import samples
 
 
@@ -79,3 +79,37 @@ def test_undecodable_audio_is_a_clear_error(tmp_path: Path) -> None:
     broken.write_bytes(b"ID3\x03\x00\x00\x00\x00\x00\x00" + b"\x13\x37" * 500)
     with pytest.raises(ExtractionFailed, match="mp3"):
         extract_document(broken)
+
+
+def test_silence_is_found_by_its_energy_and_a_short_pause_stays_inside_its_clip() -> None:
+    import numpy as np
+
+    rate = SAMPLE_RATE
+    tone = 0.2 * np.sin(np.arange(rate) * 2 * np.pi * 440 / rate)  # 1 s
+    quiet = np.zeros(10 * rate)
+    samples = np.concatenate([quiet, tone, np.zeros(rate), tone, quiet]).astype(np.float32)
+    assert sound_clips(samples) == [9.5, 13.5]  # one clip from 10 s to 13 s, padded half a second each side
+    assert sound_clips(np.zeros(60 * rate, dtype=np.float32)) == []
+    hiss = (np.random.default_rng(1).standard_normal(rate) * 0.01).astype(np.float32)  # -40 dBFS: not silence
+    assert sound_clips(hiss) == [0.0, 1.0]
+
+
+def test_a_silent_recording_is_refused_without_running_the_model(tmp_path: Path) -> None:
+    silent = samples.silent_wav(tmp_path / "silent.wav", seconds=300)
+    with pytest.raises(ExtractionFailed, match=r"no speech recognised in 300\.0 s of wav audio: it is silent"):
+        extract(silent, Format.WAV)
+
+
+def test_speech_between_long_silences_is_still_heard_at_its_own_time(speech_wav: Path, tmp_path: Path) -> None:
+    padded = samples.padded_wav(speech_wav, tmp_path / "padded.wav", before=45, after=45)
+    extracted = extract(padded, Format.WAV)
+    assert_heard(extracted.text)
+    assert min(segment.metadata["start"] for segment in extracted.elements) >= 44
+
+
+def test_a_recording_longer_than_the_limit_is_refused_from_its_header(tmp_path: Path) -> None:
+    long = samples.silent_wav(tmp_path / "long.wav", seconds=120)
+    with pytest.raises(ExtractionFailed, match=r"2\.0 minutes long; the limit is 1\.0 minutes") as refused:
+        extract(long, Format.WAV, max_media_seconds=60)
+    assert "MNEMOFLOW_INGEST_MAX_MEDIA_SECONDS" in refused.value.message
+    assert refused.value.status_code == 422

@@ -8,6 +8,7 @@ import pytest
 
 from shared.errors import InvalidInput
 from shared.ingest import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Element, chunk_elements
+from shared.ingest.chunking import bound_by_tokens
 from shared.text import estimate_tokens, tail_by_estimate
 
 
@@ -156,3 +157,34 @@ def test_tail_by_estimate_takes_whole_words_from_the_end() -> None:
     assert tail_by_estimate(text, 5) == "delta epsilon"
     assert tail_by_estimate(text, 0) == ""
     assert tail_by_estimate("一二三四五", 2) == "四五"
+
+
+def _one_token_a_character(texts) -> list[int]:
+    """A tokenizer that makes a token of every character, as MiniLM does of punctuation runs."""
+    return [len(t) for t in texts]
+
+
+def test_a_chunk_of_punctuation_is_cut_by_the_models_tokens_not_the_estimate() -> None:
+    table = Element(text="| --- | --- |\n" * 2000, kind="Table", metadata={})  # 28,000 characters: ~7,000 estimated
+    prose = paragraph(9)
+    chunks = chunk_elements([table, prose])
+    assert max(_one_token_a_character([c.text for c in chunks])) > DEFAULT_CHUNK_SIZE  # the estimate lets it pass
+    bounded = bound_by_tokens(chunks, _one_token_a_character, DEFAULT_CHUNK_SIZE)
+    assert max(_one_token_a_character([c.text for c in bounded])) <= DEFAULT_CHUNK_SIZE
+    assert [c.index for c in bounded] == list(range(len(bounded)))
+    # nothing lost, nothing reordered: the parts read back as the document (cuts fall after whitespace)
+    assert "".join(c.text.replace("\n", "").replace(" ", "") for c in bounded) == "".join(
+        c.text.replace("\n", "").replace(" ", "") for c in chunks
+    )
+    assert bounded[-1].text.endswith(prose.text) and bounded[0].metadata == chunks[0].metadata
+
+
+def test_chunks_within_the_models_tokens_are_kept_as_they_are() -> None:
+    chunks = chunk_elements([paragraph(n) for n in range(300)])
+    assert bound_by_tokens(chunks, lambda texts: [estimate_tokens(t) for t in texts], DEFAULT_CHUNK_SIZE) == chunks
+
+
+def test_cutting_by_tokens_still_keeps_the_chunk_limit() -> None:
+    chunks = chunk_elements([Element(text=">" * 40_000, kind="NarrativeText", metadata={})])
+    with pytest.raises(InvalidInput, match="MNEMOFLOW_INGEST_MAX_CHUNKS"):
+        bound_by_tokens(chunks, _one_token_a_character, DEFAULT_CHUNK_SIZE, max_chunks=10)
