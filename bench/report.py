@@ -195,6 +195,15 @@ BENCHMARKS = (
         " decoding, the vector's bytes) measured in the same run. A query costs 15-30 ms and reads a few entries.",
     ),
     Benchmark(
+        "updates",
+        "Facts that change",
+        ("bench.updates", "--verbose"),
+        "The updates-dev protocol (`../shared/data/updates-dev`, bench/updates.py): per case a tenant of 32 turns"
+        " added one by one as a plain client (`content`, `session_id`, `timestamp`), a fact and 60 days later the"
+        " fact that replaces it, then the question at the defaults (k = 5, reinforcement on) and one off-topic"
+        " question.",
+    ),
+    Benchmark(
         "clients",
         "Many clients",
         ("bench.clients",),
