@@ -13,7 +13,9 @@ only `query`, `k` and `user_id`), then one off-topic question (off_topic[n % 10]
 Printed, each out of the cases: newest first (the new memory is rank 1), newest above the stale (returned, and
 above the old one or the old one not returned), newest in the top 5, stale first, blind (nothing returned) and
 off-topic injected (anything returned). `--cases` scores another cases file of the same shape (the filler and
-off-topic questions stay those of updates-dev unless `--context` names others).
+off-topic questions stay those of updates-dev unless `--context` names others). `--link`: before the questions,
+each case's client links its new memory to its old one (`POST /memory/link`, `supersedes`), as a client that knows
+the update would: what the read path makes of the link, apart from finding it.
 """
 
 from __future__ import annotations
@@ -125,7 +127,14 @@ def rank(ids: list[str], memory_id: str | None) -> int | None:
     return ids.index(memory_id) + 1 if memory_id in ids else None
 
 
-def run(base_url: str, cases: list[Case], context: dict[str, list[str]], prefix: str) -> list[Outcome]:
+def link_updates(client: httpx.Client, tenant: str, case: Case, ids: dict[str, str]) -> None:
+    body = {"src_id": ids[case.new], "dst_id": ids[case.old], "kind": "supersedes", "user_id": tenant}
+    client.post("/memory/link", json=body).raise_for_status()
+
+
+def run(
+    base_url: str, cases: list[Case], context: dict[str, list[str]], prefix: str, *, link: bool = False
+) -> list[Outcome]:
     now = datetime.now(UTC)
     tenants = [f"{prefix}updates-{case.id}" for case in cases]
     conversations = [conversation(n, case, context["filler"], now) for n, case in enumerate(cases)]
@@ -134,6 +143,9 @@ def run(base_url: str, cases: list[Case], context: dict[str, list[str]], prefix:
     outcomes = []
     with httpx.Client(base_url=base_url, timeout=300) as client:
         settled(client, tenants)
+        if link:
+            for case, tenant, ids in zip(cases, tenants, stored, strict=True):
+                link_updates(client, tenant, case, ids)
         for n, (case, tenant, ids) in enumerate(zip(cases, tenants, stored, strict=True)):
             found = ask(client, tenant, case.question)
             off_topic = context["off_topic"][n % len(context["off_topic"])]
@@ -198,6 +210,7 @@ def main() -> None:
     parser.add_argument("--provider", default="local", choices=["synthetic", "local", "static"])
     parser.add_argument("--url", help="use this running gateway instead of a private stack (tenants get a run id)")
     parser.add_argument("--verbose", action="store_true", help="print each case's ranks")
+    parser.add_argument("--link", action="store_true", help="link each new memory to its old one (supersedes) first")
     args = parser.parse_args()
     cases = [Case(**{k: row[k] for k in ("id", "old", "new", "question")}) for row in read_jsonl(args.cases)]
     context: dict[str, Any] = json.loads(args.context.read_text())
@@ -205,8 +218,9 @@ def main() -> None:
     started = time.perf_counter()
     with gateway(args) as base, httpx.Client(base_url=base, timeout=60) as client:
         health = client.get("/health").json()["embedding"]
-        print(f"provider {health['provider']} ({health['model']}), {len(cases)} cases from {args.cases}", flush=True)
-        outcomes = run(base, cases, context, prefix)
+        linked = ", each update linked by its client" if args.link else ""
+        print(f"provider {health['provider']} ({health['model']}), {len(cases)} cases from {args.cases}{linked}")
+        outcomes = run(base, cases, context, prefix, link=args.link)
     report(outcomes, verbose=args.verbose)
     print(f"({time.perf_counter() - started:.0f} s)")
 
