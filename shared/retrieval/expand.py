@@ -3,13 +3,16 @@
 The candidates' one statement (`storage.candidates`) read the hits, the memories up to two association or
 reading-order links away, each with the query's cosine to it, and the links among them. Then, in Python:
 spreading activation from the hits (OpenMem), the filters applied to what the links reached, context support
-along reading order, and time anchoring (which candidates occurred in the period the query names).
+along reading order, time anchoring (which candidates occurred in the period the query names), and versions: a
+memory that supersedes a candidate answers with the larger of its own match and the older one's (`inherited`), so a
+question worded as the first statement was still finds the fact as it is now.
 """
 
 from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
@@ -36,7 +39,7 @@ class Expanded:
 
 def expand(ask: Ask, found: Found, *, max_hops: int) -> Expanded:
     hits, options, scoring = found.hits, ask.options, ask.scoring
-    rows, links, reading_order, contradicts = found.fetched
+    rows, links, reading_order, contradicts, supersedes = found.fetched
 
     def cosine_of(memory_id: uuid.UUID, candidate: Candidate) -> float | None:
         """The query's similarity to the memory; None when it has no vector to compare (a fingerprint)."""
@@ -57,6 +60,8 @@ def expand(ask: Ask, found: Found, *, max_hops: int) -> Expanded:
         candidates = hits | activated
     else:
         candidates = dict(hits)
+    if options.waypoints and supersedes:
+        inherit(candidates, supersedes, rows, lambda i, c: own_relevance(c, cosine=cosine_of(i, c)))
     if ask.where.active:  # linked memories must pass the same filters as direct hits
         candidates = {i: c for i, c in candidates.items() if i in rows and ask.where.passes(rows[i])}
     cosines = {i: cosine_of(i, c) for i, c in candidates.items() if i in rows}
@@ -70,3 +75,30 @@ def expand(ask: Ask, found: Found, *, max_hops: int) -> Expanded:
             if row is not None:
                 candidate.in_period = found.period.contains(happened_at(row).astimezone(UTC))
     return Expanded(candidates, rows, cosines, contradicts)
+
+
+def inherit(
+    candidates: dict[uuid.UUID, Candidate],
+    supersedes: list[tuple[uuid.UUID, uuid.UUID]],
+    rows: dict[uuid.UUID, dict[str, Any]],
+    own: Callable[[uuid.UUID, Candidate], float],
+) -> None:
+    """Each (newer, older) edge whose older end is a candidate: the newer becomes one (one hop, via the older),
+    and inherits the older's relevance (its own, or what it inherited: a chain of versions answers by its last).
+    Edges are applied until nothing changes; a chain of n versions settles in n rounds."""
+    olders = {older for _, older in supersedes}
+    inherited = {i: max(own(i, c), c.inherited) for i, c in candidates.items() if i in olders}
+    for _ in range(len(supersedes)):
+        changed = False
+        for newer, older in supersedes:
+            if older not in inherited or newer not in rows or newer == older:
+                continue
+            candidate = candidates.get(newer)
+            if candidate is None:
+                candidate = candidates[newer] = Candidate(newer, hops=1, via=older, trail=(older,))
+            if inherited[older] > candidate.inherited:
+                candidate.inherited, candidate.inherited_from = inherited[older], older
+                inherited[newer] = max(inherited.get(newer, 0.0), own(newer, candidate), candidate.inherited)
+                changed = True
+        if not changed:
+            return

@@ -32,6 +32,8 @@ class Candidate:
     activation: float = 0.0  # the relevance spread to it through waypoints (from its hit, or a linked hit's)
     support: float = 0.0  # the best relevance among the memories linked to it (graph.context_support)
     support_from: uuid.UUID | None = None
+    inherited: float = 0.0  # the relevance of the older version it supersedes (expand.inherit)
+    inherited_from: uuid.UUID | None = None
     in_period: bool = False  # it occurred in the period the query names (time anchoring)
     period_rank: int | None = None  # its rank in the search of that period, when that search found it
     similarity: float = 0.0

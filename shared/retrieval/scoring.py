@@ -210,7 +210,8 @@ def score_candidate(
     `sim` is membox's fused relevance: hop_decay^hops * (alpha * cosine + (1 - alpha) * lexical^lexical_power),
     so a memory found only by its words still has a similarity, and a linked memory is discounted per hop; a
     memory reached through waypoints keeps the larger of that and `activation_weight` times the activation
-    spread to it (so the reply after a matching question ranks by the question's match). `context_weight`
+    spread to it (so the reply after a matching question ranks by the question's match), and a memory that
+    supersedes a candidate at least the older version's relevance (`inherited`). `context_weight`
     times the candidate's `support` (graph.context_support) is added to `sim`, and `period_weight` when the
     candidate occurred in the period the query names. The sum is multiplied by OpenMem's status penalty
     (superseded 0.5, contradicted 0.3) and confidence factor. `max_lexical`: the best BM25 score of the query.
@@ -220,7 +221,7 @@ def score_candidate(
     own = relevance(
         candidate, cosine=cosine, max_lexical=max_lexical, fusion_alpha=p.fusion_alpha, lexical_power=p.lexical_power
     )
-    fused = max((p.hop_decay**candidate.hops) * own, p.activation_weight * candidate.activation)
+    fused = max((p.hop_decay**candidate.hops) * own, p.activation_weight * candidate.activation, candidate.inherited)
     context = p.context_weight * candidate.support
     period = p.period_weight if candidate.in_period else 0.0
     candidate.relevance = fused + context + period
@@ -241,6 +242,7 @@ def score_candidate(
         period,
         penalty,
         trust,
+        candidate.inherited,
     )
     candidate.score = composite_score(components, p.weights) * penalty * trust
     return candidate.score
@@ -257,6 +259,7 @@ def _trace(
     period: float,
     penalty: float,
     trust: float,
+    inherited: float = 0.0,
 ) -> dict[str, float]:
     """A scored candidate's trace: the composite's components and what shaped them, rounded (`score_candidate`)."""
     trace = {
@@ -277,6 +280,8 @@ def _trace(
         trace["context"] = round(context, 6)
     if period:
         trace["period"] = round(period, 6)
+    if inherited:
+        trace["inherited"] = round(inherited, 6)
     if penalty != 1.0:
         trace["status_penalty"] = penalty
     if trust != 1.0:

@@ -193,6 +193,7 @@ class FetchedLinks(NamedTuple):
     links: list[tuple[uuid.UUID, uuid.UUID, float]]  # association and `next`: activation spreads along both
     order: list[tuple[uuid.UUID, uuid.UUID, float]]  # `next` alone: the reading order context support follows
     contradicts: list[tuple[uuid.UUID, uuid.UUID]]
+    supersedes: list[tuple[uuid.UUID, uuid.UUID]]  # (newer, older): the newer answers for the older
 
 
 def fetch_with_links(
@@ -208,13 +209,13 @@ def fetch_with_links(
     """One round trip for what scoring needs: the hits, the memories up to `max_hops` (1 or 2) association or
     reading-order (`next`) waypoints away (either direction), each with `cosine` (the query's similarity to its
     primary-sector vector; None for `known_cosine` ids, which the dense search already measured), the links
-    that spread activation, those of them that are reading order, and the `contradicts` edges from those
-    memories.
+    that spread activation, those of them that are reading order, and the `contradicts` and `supersedes` edges
+    of the hits (a `supersedes` edge brings its other end in: the newer version of a fact a hit states).
 
     Rows are lean: without their payload (content, summary, metadata, document) but with `version`; the
     caller scores many and reads the payload of the few it returns (`fetch_payloads`, or the hot-row cache)."""
     if not hit_ids:
-        return FetchedLinks({}, [], [], [])
+        return FetchedLinks({}, [], [], [], [])
     params: dict[str, Any] = {}
     statement = links_sql(
         queries, ladder, params, hit_ids="CAST(:ids AS uuid[])", known_cosine="CAST(:known AS uuid[])"
@@ -251,12 +252,12 @@ def links_sql(
     return f"""
             WITH direct AS (
                 SELECT src_id, dst_id, weight, kind FROM waypoints
-                WHERE kind IN ('association', 'next', 'contradicts') AND user_id = :user_id
+                WHERE kind IN ('association', 'next', 'contradicts', 'supersedes') AND user_id = :user_id
                   AND (src_id = ANY({hit_ids}) OR dst_id = ANY({hit_ids}))
             ),
-            hop1 AS (
-                SELECT src_id AS id FROM direct WHERE kind <> 'contradicts'
-                UNION SELECT dst_id FROM direct WHERE kind <> 'contradicts'
+            hop1 AS (  -- what activation spreads on from: not across a version's edge
+                SELECT src_id AS id FROM direct WHERE kind IN ('association', 'next')
+                UNION SELECT dst_id FROM direct WHERE kind IN ('association', 'next')
             ),
             further AS (  -- the links of the memories one hop away, when activation spreads further
                 -- (index lookups by an id array, each direction on its own: a join or an OR of the two
@@ -294,6 +295,7 @@ def links_of(rows: Sequence[dict[str, Any]], user_id: str) -> FetchedLinks:
     links: list[tuple[uuid.UUID, uuid.UUID, float]] = []
     order: list[tuple[uuid.UUID, uuid.UUID, float]] = []
     contradicts: list[tuple[uuid.UUID, uuid.UUID]] = []
+    supersedes: list[tuple[uuid.UUID, uuid.UUID]] = []
     for row in rows:
         if row["user_id"] != user_id:  # looked up by primary key; the tenant is checked on the rows
             continue
@@ -303,11 +305,14 @@ def links_of(rows: Sequence[dict[str, Any]], user_id: str) -> FetchedLinks:
             if kind == "contradicts":
                 contradicts.append((src, dst))
                 continue
+            if kind == "supersedes":
+                supersedes.append((src, dst))
+                continue
             links.append((src, dst, weight))  # association links and reading order (`next`) both spread
             if kind == "next":
                 order.append((src, dst, weight))
         memories[row["id"]] = row
-    return FetchedLinks(memories, links, order, contradicts)
+    return FetchedLinks(memories, links, order, contradicts, supersedes)
 
 
 def _cosine_branches(

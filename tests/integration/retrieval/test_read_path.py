@@ -167,6 +167,42 @@ def test_the_weaker_of_two_contradicting_memories_is_demoted(db, engine, tenant,
     assert scores()[old["id"]].score == pytest.approx(before[old["id"]].score * 0.5 * 0.3)
 
 
+def test_a_newer_version_answers_for_the_older_one_its_question_matches(db, engine, tenant, retriever):
+    old, _ = add(db, engine, tenant, "I live in a small flat in Paris close to the Louvre")
+    new, _ = add(db, engine, tenant, "We finally moved to Berlin last month")
+    add(db, engine, tenant, "The flat upstairs is being painted this week")
+    question = "which city do I live in, Paris flat"  # the older statement's words, none of the newer one's
+    before = [c.id for c, _ in query(db, retriever, tenant, question, min_score=0).matches]
+    assert before[0] == old["id"] and (new["id"] not in before or before.index(new["id"]) > 1)
+
+    with db.session() as s:  # what a client's POST /memory/link does
+        assert waypoint_store.create_link(s, tenant, new["id"], old["id"], kind="supersedes", weight=1.0)
+    outcome = query(db, retriever, tenant, question, min_score=0)
+    ranked = [c.id for c, _ in outcome.matches]
+    assert ranked[0] == new["id"] and ranked.index(old["id"]) > 0
+    newer = outcome.matches[0][0]
+    assert newer.inherited == pytest.approx(newer.components["inherited"], abs=1e-6) and newer.inherited > 0
+    assert newer.inherited_from == old["id"] and newer.via == old["id"]
+
+    with db.session(tenant) as s:
+        options = RetrievalOptions(waypoints=False)
+        ablated = search(retriever, s, tenant, question, filters=QueryFilters(min_score=0), options=options)
+    assert ablated.matches[0][0].id == old["id"]  # versions are links: off with the graph
+
+
+def test_a_chain_of_versions_answers_by_its_last(db, engine, tenant, retriever):
+    first, _ = add(db, engine, tenant, "My desk phone extension is 4410 on the third floor")
+    second, _ = add(db, engine, tenant, "Moved desks again this spring")
+    third, _ = add(db, engine, tenant, "Settled in the new annex at last")
+    with db.session() as s:
+        assert waypoint_store.create_link(s, tenant, second["id"], first["id"], kind="supersedes", weight=1.0)
+        assert waypoint_store.create_link(s, tenant, third["id"], second["id"], kind="supersedes", weight=1.0)
+    outcome = query(db, retriever, tenant, "desk phone extension third floor", min_score=0)
+    by_id = {c.id: c for c, _ in outcome.matches}
+    assert outcome.matches[0][0].id == third["id"], [c.id for c, _ in outcome.matches]
+    assert by_id[third["id"]].inherited >= by_id[second["id"]].inherited > 0
+
+
 def test_filters_by_sector_tags_and_time(db, engine, tenant, retriever):
     tagged, _ = add(db, engine, tenant, "Invoice 7781 paid by the client", tags=["billing", "2026"])
     add(db, engine, tenant, "Invoice 7782 still open with the client", tags=["billing"])
