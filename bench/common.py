@@ -330,3 +330,18 @@ def stack(
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@contextlib.contextmanager
+def gateway_at(url: str | None, *, provider: str, database: str, concurrency: int = 2) -> Iterator[str]:
+    """`url` when given (a gateway already up), else a private stack on embedded servers (or DATABASE_URL /
+    REDIS_URL) with a fresh database `database` and the embedding `provider`."""
+    if url:
+        yield url
+        return
+    os.environ["MNEMOFLOW_EMBEDDING_PROVIDER"] = provider
+    with (
+        servers() as srv,
+        stack(fresh_database(srv.admin_url, database), srv.redis_url, concurrency=concurrency) as base,
+    ):
+        yield base

@@ -31,13 +31,11 @@ claims asked in a conversation's store, that return anything).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import os
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -45,7 +43,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import fresh_database, servers, stack
+from bench.common import gateway_at
 from bench.embedding_quality import DATA
 from bench.quality_data import CLIENTS, Corpus, Question, load_locomo, load_scifact, memories, store
 
@@ -237,18 +235,6 @@ def gate_sweep(client: httpx.Client, corpus: Corpus, stores: Sequence[str]) -> N
         print(f"| {threshold:.2f} | {blind / len(corpus.questions):.1%} | {share} |", flush=True)
 
 
-@contextlib.contextmanager
-def gateway(args: argparse.Namespace) -> Iterator[str]:
-    if args.url:
-        yield args.url
-        return
-    os.environ["MNEMOFLOW_EMBEDDING_PROVIDER"] = args.provider
-    with servers() as srv:
-        url = fresh_database(srv.admin_url, "bench_quality")
-        with stack(url, srv.redis_url, concurrency=args.concurrency) as base:
-            yield base
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.quality", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -295,7 +281,10 @@ def main() -> None:
 
     results: dict[tuple[str, str], Scores] = {}
     injected: dict[str, float] = {}
-    with gateway(args) as base, httpx.Client(base_url=base, timeout=300) as client:
+    with (
+        gateway_at(args.url, provider=args.provider, database="bench_quality", concurrency=args.concurrency) as base,
+        httpx.Client(base_url=base, timeout=300) as client,
+    ):
         health = client.get("/health").json()["embedding"]
         print(f"provider {health['provider']} ({health['model']}, {health['dimensions']} dims) at {base}", flush=True)
         print(f"client {args.client}: {CLIENT_NOTES[args.client]}", flush=True)

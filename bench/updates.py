@@ -21,12 +21,9 @@ the update would: what the read path makes of the link, apart from finding it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import fresh_database, servers, stack
+from bench.common import gateway_at
 from bench.embedding_quality import DATA, read_jsonl
 
 K = 5
@@ -184,18 +181,6 @@ def report(outcomes: list[Outcome], *, verbose: bool) -> None:
         print(f"  {name:24} {count:>3} of {n}  ({count / n:.0%})")
 
 
-@contextlib.contextmanager
-def gateway(args: argparse.Namespace) -> Iterator[str]:
-    if args.url:
-        yield args.url
-        return
-    os.environ["MNEMOFLOW_EMBEDDING_PROVIDER"] = args.provider
-    with servers() as srv:
-        url = fresh_database(srv.admin_url, "bench_updates")
-        with stack(url, srv.redis_url) as base:
-            yield base
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.updates", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -216,7 +201,10 @@ def main() -> None:
     context: dict[str, Any] = json.loads(args.context.read_text())
     prefix = f"u{uuid.uuid4().hex[:6]}-" if args.url else ""
     started = time.perf_counter()
-    with gateway(args) as base, httpx.Client(base_url=base, timeout=60) as client:
+    with (
+        gateway_at(args.url, provider=args.provider, database="bench_updates") as base,
+        httpx.Client(base_url=base, timeout=60) as client,
+    ):
         health = client.get("/health").json()["embedding"]
         linked = ", each update linked by its client" if args.link else ""
         print(f"provider {health['provider']} ({health['model']}), {len(cases)} cases from {args.cases}{linked}")

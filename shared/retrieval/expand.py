@@ -87,7 +87,7 @@ def inherit(
     and inherits the older's relevance (its own, or what it inherited: a chain of versions answers by its last).
     Edges are applied until nothing changes; a chain of n versions settles in n rounds."""
     olders = {older for _, older in supersedes}
-    inherited = {i: max(own(i, c), c.inherited) for i, c in candidates.items() if i in olders}
+    inherited = {i: own(i, c) for i, c in candidates.items() if i in olders}
     for _ in range(len(supersedes)):
         changed = False
         for newer, older in supersedes:

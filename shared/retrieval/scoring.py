@@ -259,7 +259,7 @@ def _trace(
     period: float,
     penalty: float,
     trust: float,
-    inherited: float = 0.0,
+    inherited: float,
 ) -> dict[str, float]:
     """A scored candidate's trace: the composite's components and what shaped them, rounded (`score_candidate`)."""
     trace = {
