@@ -37,6 +37,9 @@ def memory_text(value: str) -> str:
     return no_nul(value, "content")
 
 
+LinkKind = Literal["association", "contradicts", "supersedes", "next"]
+
+
 class MemoryCreate(TagsAndMetadata):
     """One memory to store: `POST /memory/add` and each item of `POST /memory/batch`."""
 
@@ -136,6 +139,9 @@ class MemoryPublic(BaseModel):
     last_seen_at: datetime
     occurred_at: datetime | None = Field(default=None, description="when what it records happened, if the writer said")
     document_id: uuid.UUID | None = None
+    valid_to: datetime | None = Field(
+        default=None, description="when it stopped being current (status superseded): the time of what replaced it"
+    )
 
 
 class MemoryAddResult(MemoryPublic):
@@ -153,7 +159,7 @@ class LinkCreate(BaseModel):
 
     src_id: uuid.UUID
     dst_id: uuid.UUID
-    kind: Literal["association", "contradicts", "supersedes", "next"] = "association"
+    kind: LinkKind = "association"
     weight: Real = Field(default=1.0, gt=0.0, le=1.0)
     user_id: UserId | None = None
 
@@ -244,5 +250,35 @@ class MemoriesLinked(BaseModel):
     ok: bool = True
     src_id: uuid.UUID
     dst_id: uuid.UUID
-    kind: Literal["association", "contradicts", "supersedes", "next"]
+    kind: LinkKind
     weight: float
+
+
+class LinkDeleted(BaseModel):
+    """`DELETE /memory/link`: the waypoint is gone; for `supersedes`, whether the older memory is current again."""
+
+    ok: bool = True
+    src_id: uuid.UUID
+    dst_id: uuid.UUID
+    kind: LinkKind
+    restored: bool = Field(default=False, description="supersedes: the older memory is current again")
+
+
+class MemoryChange(BaseModel):
+    """One change to a memory. `created` carries the first content; `content` the content it had before the edit;
+    `superseded` / `supersedes` / `restored` name the other memory in `other_id`; `merged`, the duplicate text."""
+
+    event: Literal["created", "content", "superseded", "supersedes", "restored", "merged"]
+    at: datetime
+    other_id: uuid.UUID | None = None
+    content: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryHistory(BaseModel):
+    """`GET /memory/{id}/history`: every change to a memory, oldest first."""
+
+    id: uuid.UUID
+    status: str
+    valid_to: datetime | None = None
+    items: list[MemoryChange]

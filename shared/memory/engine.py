@@ -32,6 +32,7 @@ from shared.storage import conversations as conversation_store
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import memories as memory_store
 from shared.storage import vectors as vector_store
+from shared.storage import versions as version_store
 from shared.storage import waypoints as waypoint_store
 from shared.storage.rows import NewMemory, SectorVector, StoredRef
 from shared.storage.sector_models import guard_store_model, per_sector
@@ -309,6 +310,7 @@ class MemoryEngine:
             bm25.count_terms(session, [memory_id], sign=-1)
         if prepared is not None:
             memory_store.replace_content(session, user_id, memory_id, prepared)
+            version_store.record(session, user_id, [(memory_id, "content", None, current["content"], {})])
         status, occurred_at = patch.get("status"), patch.get("occurred_at")
         if tags is not None or metadata is not None or status is not None or occurred_at is not None:
             memory_store.update_memory_fields(
@@ -373,8 +375,12 @@ class MemoryEngine:
         return len(kept)
 
     def delete(self, session: Session, user_id: str, memory_id: uuid.UUID) -> bool:
-        """Delete a memory (vectors and waypoints cascade) and take it out of the BM25 statistics."""
+        """Delete a memory (vectors, waypoints and history cascade) and take it out of the BM25 statistics."""
         if memory_store.get_memory(session, user_id, memory_id) is None:
             return False
         bm25.count_terms(session, [memory_id], sign=-1)
-        return memory_store.delete_memory(session, user_id, memory_id)
+        replaced = version_store.successors_of(session, user_id, memory_id)
+        deleted = memory_store.delete_memory(session, user_id, memory_id)
+        # what it replaced is current again, unless something else still replaces it (its link went with it)
+        version_store.restore(session, user_id, replaced, because=memory_id, reason="newer memory deleted")
+        return deleted

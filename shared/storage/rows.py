@@ -17,7 +17,7 @@ import numpy as np
 MEMORY_COLUMNS = (
     "id, user_id, content, summary, primary_sector, sectors, tags, meta, salience, recall_lift, decay_lambda, "
     "coactivations, tier, status, confidence, compression, created_at, updated_at, last_seen_at, last_used_at, "
-    "occurred_at, document_id"
+    "occurred_at, document_id, valid_to"
 )
 # `MemoryFilter`'s parameters, in the order the functions that run a filter of their own take them, and their types
 FILTER_PARAMS = ("f_sectors", "f_tags", "f_start", "f_end", "f_occurred_after", "f_occurred_before")

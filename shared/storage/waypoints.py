@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from shared.storage.memories import update_memory_fields
+from shared.storage import versions
 
 
 def link_to_best_match(
@@ -177,7 +177,9 @@ def full_width_followers(
 
 def create_link(session: Session, user_id: str, src: uuid.UUID, dst: uuid.UUID, *, kind: str, weight: float) -> bool:
     """A typed waypoint between two of the tenant's memories (weight updated if it exists); False if either
-    memory is not the tenant's. `supersedes` also marks the older memory superseded."""
+    memory is not the tenant's. `supersedes` also marks the older memory superseded (`versions.supersede`)."""
+    if kind == "supersedes" and versions.supersede(session, user_id, [(src, dst)], by="client", weight=weight):
+        return True
     row = session.execute(
         text(
             """
@@ -190,9 +192,22 @@ def create_link(session: Session, user_id: str, src: uuid.UUID, dst: uuid.UUID, 
         ),
         {"src": src, "dst": dst, "user_id": user_id, "kind": kind, "weight": weight},
     ).first()
-    if row is not None and kind == "supersedes":
-        update_memory_fields(session, user_id, dst, tags=None, meta=None, status="superseded")
     return row is not None
+
+
+def delete_link(session: Session, user_id: str, src: uuid.UUID, dst: uuid.UUID, *, kind: str) -> bool:
+    """Delete a typed waypoint; False if there is none. A `supersedes` link's older memory is current again unless
+    another link still supersedes it."""
+    if kind == "supersedes":
+        return versions.unlink(session, user_id, src, dst)
+    gone = session.execute(
+        text(
+            "DELETE FROM waypoints WHERE src_id = :src AND dst_id = :dst AND kind = :kind AND user_id = :user_id "
+            "RETURNING src_id"
+        ),
+        {"src": src, "dst": dst, "kind": kind, "user_id": user_id},
+    ).first()
+    return gone is not None
 
 
 def strengthen_waypoints(

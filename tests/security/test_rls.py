@@ -45,6 +45,7 @@ TENANT_TABLES = [
     "job_chunks",
     "user_summaries",
     "memory_text",
+    "memory_history",
 ]
 # What each of the tenant's memories is about: every sector gets vectors.
 CONTENTS = [
@@ -75,7 +76,7 @@ def store(make_store, settings):
 def populate(db: Database, engine: MemoryEngine, tenant: str) -> None:
     """As the tenant's requests would: memories of one conversation (vectors, a `next` waypoint, its head, BM25
     statistics), one stored in bulk (its vectors fresh, with their codes), a batch job with its chunk, an uploaded
-    document with its job and staged bytes, and the summary of its memories."""
+    document with its job and staged bytes, the summary of its memories, and an edit in a memory's history."""
     for content in CONTENTS:
         with db.session() as s:
             engine.add(s, tenant, MemoryCreate(content=f"{tenant}: {content}", metadata={"session_id": "s1"}))
@@ -100,6 +101,9 @@ def populate(db: Database, engine: MemoryEngine, tenant: str) -> None:
         )
     with db.session() as s:
         summaries.build(s, tenant, SummaryParams())
+    with db.session() as s:  # a content edit leaves the earlier content in the memory's history
+        first = s.execute(text("SELECT id FROM memories WHERE user_id = :u ORDER BY created_at LIMIT 1"), {"u": tenant})
+        engine.update(s, tenant, first.scalar_one(), {"content": f"{tenant}: {CONTENTS[0]} (edited)"})
 
 
 def count(session, table: str, tenant: str | None = None) -> int:

@@ -16,10 +16,14 @@ from shared.api.memories import (
     BatchAccepted,
     BatchRequest,
     LinkCreate,
+    LinkDeleted,
+    LinkKind,
     MemoriesLinked,
     MemoryAdd,
     MemoryAddResult,
+    MemoryChange,
     MemoryDeleted,
+    MemoryHistory,
     MemoryPage,
     MemoryPublic,
     MemoryReinforced,
@@ -35,6 +39,7 @@ from shared.memory.batches import plan_batch
 from shared.storage import backlog, job_lookups
 from shared.storage import jobs as job_store
 from shared.storage import memories as memory_store
+from shared.storage import versions as version_store
 from shared.storage import waypoints as waypoint_store
 from shared.storage.rows import MemoryFilter
 
@@ -149,6 +154,50 @@ def link_memories(body: LinkCreate, state: StateDep, work: WorkDep, principal: P
         "kind": body.kind,
         "weight": body.weight,
     }
+
+
+@router.delete("/link", response_model=LinkDeleted)
+def unlink_memories(
+    src_id: uuid.UUID,
+    dst_id: uuid.UUID,
+    state: StateDep,
+    work: WorkDep,
+    principal: PrincipalDep,
+    kind: LinkKind = "association",
+    user_id: UserId | None = None,
+) -> dict[str, Any]:
+    """Delete a typed waypoint. Deleting a `supersedes` link undoes the supersession: the older memory is current
+    again (unless another memory still supersedes it), in its history as `restored`."""
+    tenant = principal.tenant(user_id)
+    state.limiter.charge(tenant, Quota.WRITES)
+    was_superseded = kind == "supersedes" and _status(work, tenant, dst_id) == "superseded"
+    if not waypoint_store.delete_link(work.session, tenant, src_id, dst_id, kind=kind):
+        raise NotFound(f"no {kind} link from {src_id} to {dst_id} for user_id {tenant!r}")
+    restored = was_superseded and _status(work, tenant, dst_id) == "active"
+    return {"ok": True, "src_id": str(src_id), "dst_id": str(dst_id), "kind": kind, "restored": restored}
+
+
+def _status(work: WorkDep, tenant: str, memory_id: uuid.UUID) -> str | None:
+    row = memory_store.get_memory(work.session, tenant, memory_id)
+    return row["status"] if row else None
+
+
+@router.get("/{memory_id}/history", response_model=MemoryHistory)
+def memory_history(
+    memory_id: uuid.UUID, state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: UserId | None = None
+) -> MemoryHistory:
+    """Every change to a memory, oldest first: created (with its first content), content edits (with the content
+    before), superseded by / supersedes another memory, restored, a duplicate merged into it."""
+    tenant = memory_tenant(state, principal, memory_id, user_id)
+    row = memory_store.get_memory(work.session, tenant, memory_id)
+    if row is None:
+        raise NotFound(f"memory {memory_id} not found for user_id {tenant!r}")
+    changes = version_store.history(work.session, tenant, memory_id)
+    edits = [c for c in changes if c.event == "content"]
+    first = edits[0].content if edits else row["content"]
+    created = MemoryChange(event="created", at=row["created_at"], content=first)
+    items = [created, *(MemoryChange(**vars(c)) for c in changes)]
+    return MemoryHistory(id=memory_id, status=row["status"], valid_to=row["valid_to"], items=items)
 
 
 @router.get("/all", response_model=MemoryPage)
