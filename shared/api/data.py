@@ -165,6 +165,7 @@ class ExportedMemory(_Line, TagsAndMetadata):
     last_seen_at: When
     last_used_at: MaybeWhen = None
     occurred_at: MaybeWhen = None
+    valid_to: MaybeWhen = Field(default=None, description="superseded: when it stopped being current")
     document_id: uuid.UUID | None = None
     chunk_index: int | None = Field(default=None, ge=0, le=2**31 - 1)
     indexed: bool = Field(

@@ -12,12 +12,14 @@ from shared.config.parsing import env
 from shared.lifecycle.compression import CompressionRules
 from shared.lifecycle.formulas import ReinforcementRules, TierRules, WaypointRules
 from shared.lifecycle.schedule import DecaySchedule
+from shared.memory.updates import UpdateRules
 
 _WAYPOINTS = WaypointRules()
 _REINFORCE = ReinforcementRules()
 _TIERS = TierRules()
 _COMPRESSION = CompressionRules()
 _DECAY = DecaySchedule()
+_UPDATES = UpdateRules()
 
 
 class LifecycleSettings(BaseModel):
@@ -27,6 +29,14 @@ class LifecycleSettings(BaseModel):
     waypoint_max_weight: float = _WAYPOINTS.max_weight
     waypoint_prune_threshold: float = _WAYPOINTS.prune_below
     waypoint_prune_interval_days: float = _WAYPOINTS.prune_interval_days
+
+    # Updates found at write time (`updates`): a new memory that says a fact changed supersedes the one it updates
+    update_detection: bool = Field(
+        default=_UPDATES.on, validation_alias=env("MNEMOFLOW_UPDATE_DETECTION", "MNEMOFLOW_UPDATES")
+    )
+    update_min_similarity: float = Field(default=_UPDATES.min_similarity, ge=0.0, le=1.0)
+    update_margin: float = Field(default=_UPDATES.margin, ge=0.0, le=1.0)
+    update_candidates: int = Field(default=_UPDATES.candidates, ge=2, le=64)
 
     # Salience and reinforcement (`reinforcement`)
     initial_salience_base: float = _REINFORCE.initial_base
@@ -102,6 +112,15 @@ class LifecycleSettings(BaseModel):
             max_weight=self.waypoint_max_weight,
             prune_below=self.waypoint_prune_threshold,
             prune_interval_days=self.waypoint_prune_interval_days,
+        )
+
+    @property
+    def updates(self) -> UpdateRules:
+        return UpdateRules(
+            on=self.update_detection,
+            min_similarity=self.update_min_similarity,
+            margin=self.update_margin,
+            candidates=self.update_candidates,
         )
 
     @property

@@ -27,6 +27,7 @@ from shared.errors import Conflict, NotFound
 from shared.memory import sectors as sector_rules
 from shared.memory.sectors import group_sectors
 from shared.memory.sequence import conversation_key
+from shared.memory.versioning import supersede_older
 from shared.storage import bm25
 from shared.storage import conversations as conversation_store
 from shared.storage import embed_logs as embed_log_store
@@ -77,6 +78,8 @@ class MemoryEngine:
         self.context = settings.context
         self.waypoints = settings.waypoints
         self.reinforcement = settings.reinforcement
+        self.updates = settings.updates
+        self.ladder = settings.compression.ladder
 
     def tokens(self, texts: Sequence[str]) -> list[int]:
         """Each text's tokens for the models that embed it (the most any of them counts), exact past a window."""
@@ -194,6 +197,7 @@ class MemoryEngine:
             for memory, ref in created:
                 by_sector[memory.primary_sector].append(ref.id)
             self.link(session, by_sector)
+        supersede_older(session, self.embedders, self.updates, self.ladder, [(ref.id, m) for m, ref in created])
         return refs
 
     def link(self, session: Session, by_sector: dict[str, list[uuid.UUID]]) -> int:

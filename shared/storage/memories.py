@@ -20,6 +20,7 @@ from shared.storage.rows import (
     MemoryFilter,
     NewMemory,
     StoredRef,
+    occurred_sql,
     returned_set,
     row_to_dict,
 )
@@ -156,6 +157,18 @@ def delete_memory(session: Session, user_id: str, memory_id: uuid.UUID) -> bool:
         {"id": memory_id, "user_id": user_id},
     ).first()
     return result is not None
+
+
+def version_rows(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]) -> list[dict[str, Any]]:
+    """What the update decision reads of memories: id, content, meta, status, and when it `happened`."""
+    rows = session.execute(
+        text(
+            f"SELECT id, content, meta, status, {occurred_sql('m')} AS happened FROM memories m "
+            "WHERE m.id = ANY(CAST(:ids AS uuid[])) AND m.user_id = :user_id"
+        ),
+        {"ids": list(memory_ids), "user_id": user_id},
+    ).all()
+    return [dict(r._mapping) for r in rows]
 
 
 def update_memory_fields(

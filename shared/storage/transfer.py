@@ -30,7 +30,7 @@ DOCUMENT_COLUMNS = (
 EXPORTED_COLUMNS = (
     "id, content, meta, tags, primary_sector, sectors, salience, recall_lift, decay_lambda, coactivations, tier, "
     "status, confidence, classification_confidence, compression, vector_dim, summary, version, created_at, "
-    "updated_at, last_seen_at, last_used_at, occurred_at, document_id, chunk_index"
+    "updated_at, last_seen_at, last_used_at, occurred_at, valid_to, document_id, chunk_index"
 )
 
 
@@ -137,20 +137,20 @@ def insert_memories(session: Session, user_id: str, rows: Sequence[dict[str, Any
             INSERT INTO memories (id, user_id, content, content_hash, summary, primary_sector, sectors, tags, meta,
                                   salience, recall_lift, decay_lambda, coactivations, tier, status, confidence,
                                   classification_confidence, compression, vector_dim, fingerprint, version,
-                                  created_at, updated_at, last_seen_at, last_used_at, occurred_at, document_id,
-                                  chunk_index)
+                                  created_at, updated_at, last_seen_at, last_used_at, occurred_at, valid_to,
+                                  document_id, chunk_index)
             SELECT r.id, :u, r.content, r.content_hash, r.summary, r.primary_sector, r.sectors, r.tags, r.meta,
                    r.salience, r.recall_lift, r.decay_lambda, r.coactivations, r.tier, r.status, r.confidence,
                    r.classification_confidence, r.compression, r.vector_dim, CAST(r.fingerprint AS vector),
                    r.version, r.created_at, r.updated_at, r.last_seen_at, r.last_used_at, r.occurred_at,
-                   r.document_id, r.chunk_index
+                   r.valid_to, r.document_id, r.chunk_index
             FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
                 id uuid, content text, content_hash text, summary text, primary_sector text, sectors text[],
                 tags text[], meta jsonb, salience real, recall_lift real, decay_lambda real, coactivations integer,
                 tier text, status text, confidence real, classification_confidence real, compression text,
                 vector_dim smallint, fingerprint text, version integer, created_at timestamptz,
                 updated_at timestamptz, last_seen_at timestamptz, last_used_at timestamptz, occurred_at timestamptz,
-                document_id uuid, chunk_index integer)
+                valid_to timestamptz, document_id uuid, chunk_index integer)
             ON CONFLICT DO NOTHING
             RETURNING id
             """

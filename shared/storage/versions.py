@@ -74,12 +74,18 @@ def history(session: Session, user_id: str, memory_id: uuid.UUID) -> list[Change
 
 
 def supersede(
-    session: Session, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]], *, by: str, weight: float = 1.0
+    session: Session,
+    user_id: str,
+    pairs: Sequence[tuple[uuid.UUID, uuid.UUID]],
+    *,
+    by: str,
+    weight: float = 1.0,
+    detail: dict[str, Any] | None = None,
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Record that each (newer, older) replaces the older: the `supersedes` waypoint, the older memory's status and
-    `valid_to` (the newer one's time, never before the older one's own), both histories. `by`: who decided ("client",
-    "write"). Pairs whose memories are not both the tenant's, or that are linked already, are skipped; returns the
-    pairs recorded."""
+    `valid_to` (the newer one's time, never before the older one's own), both histories. `by` (who decided: "client",
+    "write") and `detail` (why) go into the histories. Pairs whose memories are not both the tenant's, or that are
+    linked already, are skipped; returns the pairs recorded."""
     if not pairs:
         return []
     made = session.execute(
@@ -115,7 +121,7 @@ def supersede(
         ),
         {"user_id": user_id, "newer": [n for n, _ in recorded], "older": [o for _, o in recorded]},
     )
-    detail = {"by": by}
+    detail = {"by": by, **(detail or {})}
     record(
         session,
         user_id,

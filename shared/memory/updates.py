@@ -1,0 +1,144 @@
+"""Updates found at write time, without an LLM: does a new memory replace one of the tenant's earlier ones?
+
+A new text is an update when it says that something changed (a change cue: "no longer", "switched", "moved to",
+"sold", "now", "cut down to", ...; not negated: "I won't quit") and one earlier memory of the same speaker is
+clearly its nearest: cosine at least `min_similarity`, and ahead of the next earlier memory by `margin`. The margin
+does most of the work: in a conversation a turn has many near neighbours (a reply, an elaboration), an update has
+one (the statement it replaces). Time decides, not arrival: a memory about a later time is never replaced by one
+about an earlier time. Pure: the search for the earlier memories is the engine's (`MemoryEngine.supersede_older`).
+Measured in docs/benchmarks.md, "Facts that change"; what was tried, docs/experiments.md.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+# What says that a fact changed. Phrases, matched on word boundaries, case-insensitive; a verb's usual forms are
+# spelled out. Words that also open ordinary news ("new", "finally", "started") are not cues on their own: on LoCoMo
+# they fired on one turn in eight.
+_GONE = [  # the old value is gone: negations themselves, never read as negated
+    r"no longer",
+    r"not any ?more",
+    r"any ?more",
+    r"instead( of)?",
+]
+_CHANGED = [
+    r"(quit|quitting|left|leaving|sold|selling|cancell?ed|cancell?ing|stopped|paused|dropped|ditched)",
+    r"gave up|given up|giving up|broke up|moved out|got rid of",
+    # it was replaced
+    r"(switched|switching|swapped|swapping|replaced|replacing|traded|upgraded|downgraded)",
+    r"(moved|moving|relocated|transferred)( \w+){0,3} (to|into|over)",
+    r"(changed|changing)( \w+){0,2} (to|from|into)|changed (my|our|the|his|her|their)",
+    r"from \w+( \w+){0,2} to",
+    # a quantity changed
+    r"(raised|increased|decreased|reduced|lowered|bumped|cut)( (down|up|back))?( \w+){0,2} to",
+    r"(went|gone|come|came) (up|down) to",  # not "went to" (a visit)
+    r"cut (down|back)|got a raise|got promoted|was promoted",
+    # what is true now
+    # ("since I was a kid" is a duration, "since we last talked" a greeting: on LoCoMo every one was)
+    r"now|these days|nowadays|from now on|currently|at the moment|since the|since then|ever since",
+]
+
+
+def _alternatives(phrases: list[str]) -> str:
+    return r"\b(" + "|".join(f"(?:{p})" for p in phrases) + r")\b"
+
+
+CUES = re.compile(_alternatives(_GONE + _CHANGED), re.IGNORECASE)
+_GONE_CUES = re.compile(_alternatives(_GONE), re.IGNORECASE)
+# A change cue right after one of these is a change that did not happen ("I won't quit", "might switch").
+_NEGATED = re.compile(
+    r"\b(not|never|no|won't|wont|don't|dont|didn't|didnt|can't|cant|couldn't|wouldn't|shouldn't|isn't|wasn't|"
+    r"haven't|hasn't|hadn't|aren't|weren't|without|if|whether|maybe|might|should|could|would)\b(\W+\w+){0,2}\W*$",
+    re.IGNORECASE,
+)
+# "Name: text", as conversations are often stored (LoCoMo's turns, a chat log): the speaker is the name.
+_SPEAKER_PREFIX = re.compile(r"^\s*([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2})\s*:\s+\S")
+_SPEAKER_KEYS = ("speaker", "author", "role", "user_name", "name", "person")
+
+
+@dataclass(frozen=True)
+class UpdateRules:
+    on: bool = True
+    min_similarity: float = 0.3  # the earlier memory's cosine to the new one, at least
+    margin: float = 0.1  # ... and ahead of the next earlier memory of the speaker by this much
+    candidates: int = 8  # nearest memories read for the decision
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """A memory stored before, as the decision sees it."""
+
+    id: uuid.UUID
+    content: str
+    metadata: Mapping[str, Any]
+    when: datetime  # when it happened (occurred_at, else when it was stored)
+    similarity: float  # cosine to the new memory
+    current: bool  # not superseded already
+
+
+@dataclass(frozen=True)
+class Decision:
+    replaces: uuid.UUID
+    cue: str
+    similarity: float
+    margin: float | None  # over the next earlier memory; None when there was none
+
+
+def change_cue(content: str) -> str | None:
+    """The first change cue of a text that is not negated, or None (a question is never an update)."""
+    body = speaker_and_text(content, {})[1]
+    if body.rstrip().endswith("?"):
+        return None
+    for match in CUES.finditer(body):
+        if _GONE_CUES.fullmatch(match.group(0)) or not _NEGATED.search(body[: match.start()]):
+            return match.group(0).lower()
+    return None
+
+
+def speaker_and_text(content: str, metadata: Mapping[str, Any]) -> tuple[str | None, str]:
+    """Who says it (a metadata field, else a "Name: " prefix; None when neither says) and what is said."""
+    named = next((metadata[k] for k in _SPEAKER_KEYS if isinstance(metadata.get(k), str) and metadata[k]), None)
+    prefix = _SPEAKER_PREFIX.match(content)
+    body = content[prefix.end(1) :].lstrip(" :") if prefix else content
+    speaker = named or (prefix.group(1) if prefix else None)
+    return (speaker.strip().casefold() if speaker else None), body
+
+
+def decide(
+    content: str,
+    metadata: Mapping[str, Any],
+    when: datetime,
+    earlier: Sequence[Earlier],
+    rules: UpdateRules,
+) -> Decision | None:
+    """The earlier memory the new one replaces, if any. `earlier`: the new memory's nearest memories (itself
+    excluded), any order."""
+    if not rules.on:
+        return None
+    cue = change_cue(content)
+    if cue is None:
+        return None
+    speaker = speaker_and_text(content, metadata)[0]
+    # The speaker's current memories about no later time than the new one (one about a later time is not replaced
+    # by it; a memory without a speaker may be anyone's, the tenant's own most often).
+    own = sorted(
+        (e for e in earlier if e.current and e.when <= when and _same(speaker, e)),
+        key=lambda e: -e.similarity,
+    )
+    if not own or own[0].similarity < rules.min_similarity:
+        return None
+    margin = own[0].similarity - own[1].similarity if len(own) > 1 else None
+    if margin is not None and margin < rules.margin:
+        return None
+    return Decision(own[0].id, cue, own[0].similarity, margin)
+
+
+def _same(speaker: str | None, memory: Earlier) -> bool:
+    theirs = speaker_and_text(memory.content, memory.metadata)[0]
+    return speaker is None or theirs is None or theirs == speaker

@@ -1,0 +1,114 @@
+"""The write-time update decision, on pairs: what replaces an earlier memory and what must not."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.memory.updates import Earlier, UpdateRules, change_cue, decide, speaker_and_text
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+RULES = UpdateRules()
+
+
+def earlier(content: str, similarity: float, *, days: int = -30, current: bool = True, **metadata) -> Earlier:
+    return Earlier(uuid.uuid4(), content, metadata, T0 + timedelta(days=days), similarity, current)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We finally moved to Berlin last month.",
+        "Sold the Civic last weekend; I'm driving a Tesla now.",
+        "My doctor switched me from cetirizine to fexofenadine.",
+        "The landlord raised the rent to 1,450 euros.",
+        "I cut down to one coffee a day.",
+        "I don't eat meat anymore.",
+        "Alice: I no longer work at the bakery.",
+        "These days I only order oat milk cortados.",
+        "We changed plans: August will be Norway instead of Portugal.",
+    ],
+)
+def test_a_text_that_says_a_fact_changed_has_a_cue(text):
+    assert change_cue(text) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I visited Berlin last summer.",
+        "I won't quit my job.",
+        "I might switch to Linux one day.",
+        "Where do I live now?",  # a question about a fact is not a new value of it
+        "I finally finished the crime novel I started in spring.",
+        "We bought strawberries at the farmers market.",
+    ],
+)
+def test_news_a_question_or_a_change_that_did_not_happen_has_no_cue(text):
+    assert change_cue(text) is None
+
+
+def test_the_clearly_nearest_earlier_statement_is_replaced():
+    old = earlier("I live in a small flat in Paris.", 0.42)
+    others = [earlier("It rained the whole afternoon.", 0.21), earlier("We went to the market.", 0.18)]
+    decision = decide("We finally moved to Berlin last month.", {}, T0, [*others, old], RULES)
+    assert decision is not None and decision.replaces == old.id and decision.cue == "moved to"
+    assert decision.margin == pytest.approx(0.21)
+
+
+def test_no_update_without_a_clear_lead_or_below_the_similarity_floor():
+    close = [earlier("I live in Paris.", 0.40), earlier("Paris was lovely in the spring.", 0.35)]
+    assert decide("We moved to Berlin.", {}, T0, close, RULES) is None
+    far = [earlier("I live in Paris.", 0.25)]
+    assert decide("We moved to Berlin.", {}, T0, far, RULES) is None
+
+
+def test_a_visit_is_not_a_move():
+    assert decide("I visited Berlin last week.", {}, T0, [earlier("I live in Paris.", 0.5)], RULES) is None
+
+
+def test_another_speakers_fact_is_not_replaced():
+    theirs = earlier("Bob: I live in Paris.", 0.6)
+    assert decide("Alice: I moved to Berlin.", {}, T0, [theirs], RULES) is None
+    by_metadata = earlier("I live in Paris.", 0.6, speaker="Bob")
+    assert decide("I moved to Berlin.", {"speaker": "Alice"}, T0, [by_metadata], RULES) is None
+    own = earlier("Alice: I live in Paris.", 0.6)
+    assert decide("Alice: I moved to Berlin.", {}, T0, [theirs, own], RULES).replaces == own.id
+
+
+def test_a_backdated_add_never_replaces_a_memory_about_a_later_time():
+    later = earlier("I live in Paris.", 0.6, days=10)
+    assert decide("We moved to Berlin.", {}, T0, [later], RULES) is None
+
+
+def test_an_already_replaced_memory_is_passed_over_for_the_current_one():
+    first = earlier("I drive a Honda Civic.", 0.7, current=False)
+    second = earlier("I sold the Civic and drive a Tesla now.", 0.55)
+    filler = earlier("The neighbours are renovating.", 0.1)
+    decision = decide("I switched from the Tesla to a bike.", {}, T0, [first, second, filler], RULES)
+    assert decision is not None and decision.replaces == second.id
+
+
+def test_off_is_off():
+    rules = UpdateRules(on=False)
+    assert decide("We moved to Berlin.", {}, T0, [earlier("I live in Paris.", 0.6)], rules) is None
+
+
+def test_the_speaker_comes_from_metadata_or_a_name_prefix():
+    assert speaker_and_text("Caroline: I went to a support group.", {}) == ("caroline", "I went to a support group.")
+    assert speaker_and_text("note to self: buy milk", {})[0] is None  # not a name
+    assert speaker_and_text("I moved.", {"speaker": "Mel"})[0] == "mel"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I went to a castle during my trip to the UK.",  # a visit
+        "Been a busy week since we talked.",  # a greeting
+        "I've been into dancing since I was a kid.",  # a duration
+    ],
+)
+def test_what_fired_on_locomo_is_not_a_cue(text):
+    assert change_cue(text) is None
