@@ -67,7 +67,7 @@ class UpdateRules:
     on: bool = True
     min_similarity: float = 0.3  # the earlier memory's cosine to the new one, at least
     margin: float = 0.1  # ... and ahead of the next earlier memory of the speaker by this much
-    candidates: int = 8  # nearest memories read for the decision
+    candidates: int = 4  # nearest memories embedded again for the decision (each costs the model a short text)
 
 
 @dataclass(frozen=True)

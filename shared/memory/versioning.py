@@ -63,7 +63,8 @@ def _nearest_earlier(
     vector towards its session (the replaced statement fell from the new one's nearest to 2nd-4th on updates-dev,
     its lead over the next from 0.09-0.57 to 0.03-0.21). So the new text is embedded alone to search the tenant's
     vectors (every sector of its model, indexed and fresh: an earlier item of the same batch counts), and the
-    memories found are embedded alone again to be compared (one call for a few short texts)."""
+    nearest few found are embedded alone again to be compared (one call for `rules.candidates` short texts: the
+    update's statement was among the 4 nearest in every dev case, 1st in 19 of 20)."""
     provider = embedders[memory.primary_sector]
     (alone,) = _unit(embed_texts(provider, [normalize_content(memory.content)]))
     query = SectorVector(provider.model, alone)
@@ -71,7 +72,8 @@ def _nearest_earlier(
     found = search_store.dense_candidates(
         session, memory.user_id, queries, limit=rules.candidates + 1, where=MemoryFilter(), ladder=ladder
     )
-    rows = memory_store.version_rows(session, memory.user_id, [memory_id, *(i for i, _ in found if i != memory_id)])
+    nearest = [i for i, _ in found if i != memory_id][: rules.candidates]  # best first, every sector's merged
+    rows = memory_store.version_rows(session, memory.user_id, [memory_id, *nearest])
     when = next(r["happened"] for r in rows if r["id"] == memory_id)
     others = [r for r in rows if r["id"] != memory_id]
     if not others:
