@@ -77,6 +77,8 @@ USER_ID_ROUTES: list[tuple[str, str, str, dict]] = [
     ("post", "/memory/batch", "items.0", {"items": [{"content": "a note"}]}),
     ("post", "/memory/reinforce", "body", {"id": NO_SUCH}),
     ("post", "/memory/link", "body", {"src_id": NO_SUCH, "dst_id": "00000000-0000-4000-8000-000000000001"}),
+    ("delete", "/memory/link", "query", {"src_id": NO_SUCH, "dst_id": "00000000-0000-4000-8000-000000000001"}),
+    ("get", "/memory/{memory_id}/history", "query", {}),
     ("patch", "/memory/{memory_id}", "body", {"tags": ["x"]}),
     ("post", "/memory/query", "body", {"query": "a note"}),
     ("post", "/memory/query", "filters", {"query": "a note", "filters": {}}),
@@ -111,7 +113,7 @@ def _send(http, method: str, path: str, where: str, request: dict, user_id: str)
     if where == "path":
         return http.request(method.upper(), url)
     if where == "query":
-        return http.request(method.upper(), url, params={"user_id": user_id})
+        return http.request(method.upper(), url, params={**request, "user_id": user_id})
     if where == "form":
         return http.post(url, data={"user_id": user_id}, files={"file": ("a.txt", b"a note about the harbour")})
     body = {**request}

@@ -81,7 +81,7 @@ class Request:
             elif name == "user_id":
                 self.names_tenant = True
             elif param.get("required"):
-                self.query[name] = self.sample(name, param["schema"], f"{method.upper()} {path}")
+                self.query[name] = self.value(name, param["schema"], f"{method.upper()} {path}")
         self.body: Any = None
         self.files: dict[str, Any] | None = None
         self.content: bytes | None = None
