@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from bench.embedding_quality import LOCOMO_CATEGORIES, read_jsonl
+from shared.text import fact_key, normalize_content
 
 CLIENTS = ("native", "plain", "session", "batch")
 REQUEST_ITEMS = 2000
@@ -176,11 +177,12 @@ def store(
     seconds = time.perf_counter() - started
     doc_ids: dict[str, dict[str, set[str]]] = {}
     for tenant, docs in tenants:
-        by_content: dict[str, set[str]] = defaultdict(set)  # the same text twice is one memory: it stands for both
+        # one fact twice (the same text, or the same words moved) is one memory: it stands for both
+        by_content: dict[str, set[str]] = defaultdict(set)
         for doc in docs:
-            by_content[" ".join(doc.content.split())].add(doc.id)
+            by_content[fact_key(normalize_content(doc.content))].add(doc.id)
         doc_ids[tenant] = {
-            memory["id"]: by_content.get(" ".join(memory["content"].split()), set())
+            memory["id"]: by_content.get(fact_key(normalize_content(memory["content"])), set())
             | ({memory["metadata"]["doc_id"]} if "doc_id" in memory["metadata"] else set())
             for memory in memories(client, tenant)
         }

@@ -34,6 +34,7 @@ import httpx
 
 from bench.common import gateway_at
 from bench.embedding_quality import DATA, read_jsonl
+from shared.memory.updates import change_cue
 
 K = 5
 SESSION_DAYS_AGO = (90, 75, 60, 30, 15)
@@ -91,17 +92,33 @@ def conversation(n: int, case: Case, filler: list[str], now: datetime) -> list[t
     return turns
 
 
-def store_case(base_url: str, tenant: str, turns: list[tuple[str, str, datetime]]) -> dict[str, str]:
-    """Add the turns one by one as a plain client; returns content -> memory id."""
+def store_case(
+    base_url: str, tenant: str, turns: list[tuple[str, str, datetime]], timings: list[tuple[bool, float]] | None = None
+) -> dict[str, str]:
+    """Add the turns one by one as a plain client; returns content -> memory id. `timings` gets each add's
+    (whether its text has a change cue, milliseconds)."""
     ids: dict[str, str] = {}
     with httpx.Client(base_url=base_url, timeout=300) as client:
         for content, session, when in turns:
             metadata = {"session_id": session, "timestamp": when.isoformat()}
             body = {"content": content, "user_id": tenant, "metadata": metadata}
+            started = time.perf_counter()
             response = client.post("/memory/add", json=body)
             response.raise_for_status()
+            if timings is not None:
+                timings.append((change_cue(content) is not None, (time.perf_counter() - started) * 1000))
             ids.setdefault(content, response.json()["id"])
     return ids
+
+
+def add_latency(timings: list[tuple[bool, float]]) -> str:
+    """p50 / p95 of the adds with and without a change cue (only those pay for the update check)."""
+    parts = []
+    for cue, name in ((False, "without a change cue"), (True, "with one")):
+        ms = sorted(t for c, t in timings if c is cue)
+        if ms:
+            parts.append(f"{name} p50 {ms[len(ms) // 2]:.1f} / p95 {ms[int(len(ms) * 0.95)]:.1f} ms ({len(ms)})")
+    return "add latency: " + ", ".join(parts)
 
 
 def settled(client: httpx.Client, tenants: list[str], timeout: float = 300) -> None:
@@ -135,8 +152,12 @@ def run(
     now = datetime.now(UTC)
     tenants = [f"{prefix}updates-{case.id}" for case in cases]
     conversations = [conversation(n, case, context["filler"], now) for n, case in enumerate(cases)]
+    timings: list[tuple[bool, float]] = []
     with ThreadPoolExecutor(max_workers=4) as pool:
-        stored = list(pool.map(lambda pair: store_case(base_url, *pair), zip(tenants, conversations, strict=True)))
+        stored = list(
+            pool.map(lambda pair: store_case(base_url, *pair, timings), zip(tenants, conversations, strict=True))
+        )
+    print(add_latency(timings))
     outcomes = []
     with httpx.Client(base_url=base_url, timeout=300) as client:
         settled(client, tenants)

@@ -1,4 +1,4 @@
-"""Text helpers: normalisation for exact-match dedup, content hashing, the CJK-aware token estimate, opaque labels."""
+"""Text helpers: normalisation for dedup, content and fact hashes, the CJK-aware token estimate, opaque labels."""
 
 from __future__ import annotations
 
@@ -43,6 +43,50 @@ def content_hash(text: str) -> str:
 def hash_normalized(normalized: str) -> str:
     """content_hash of a text already passed through normalize_content."""
     return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+
+
+_WORD = re.compile(r"[\w'-]+")
+# Longer texts (a document's chunk) are one fact only as the same words in the same order.
+FACT_KEY_MAX_WORDS = 64
+
+
+def fact_key(normalized: str) -> str:
+    """What texts that say one thing in other case, punctuation or order of parts have in common: their words,
+    case folded and punctuation dropped, read as a cycle from its least rotation. A moved phrase keeps the cycle
+    ("In the morning Alice likes green tea" / "Alice likes green tea in the morning"; two sentences swapped), any
+    other change breaks it ("from Paris to Berlin" / "from Berlin to Paris", "dog bites man" / "man bites dog", a
+    word added, removed or changed)."""
+    words = _WORD.findall(normalized.casefold())
+    if len(words) <= FACT_KEY_MAX_WORDS:
+        start = _least_rotation(words)
+        words = words[start:] + words[:start]
+    return " ".join(words)
+
+
+def fact_hash(normalized: str) -> str:
+    """sha256 hex of `fact_key`: equal fact hashes mean one fact (MNEMOFLOW_DEDUP_FACTS)."""
+    return hashlib.sha256(fact_key(normalized).encode("utf-8")).hexdigest()
+
+
+def _least_rotation(items: list[str]) -> int:
+    """Where the lexicographically least rotation of `items` starts (Booth's algorithm, linear time)."""
+    doubled = items + items
+    failure = [-1] * len(doubled)
+    start = 0
+    for j in range(1, len(doubled)):
+        item = doubled[j]
+        i = failure[j - start - 1]
+        while i != -1 and item != doubled[start + i + 1]:
+            if item < doubled[start + i + 1]:
+                start = j - i - 1
+            i = failure[i]
+        if item != doubled[start + i + 1]:  # i == -1
+            if item < doubled[start]:
+                start = j
+            failure[j - start] = -1
+        else:
+            failure[j - start] = i + 1
+    return start
 
 
 def opaque_label(value: str, salt: str = "") -> str:

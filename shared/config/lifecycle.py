@@ -30,6 +30,10 @@ class LifecycleSettings(BaseModel):
     waypoint_prune_threshold: float = _WAYPOINTS.prune_below
     waypoint_prune_interval_days: float = _WAYPOINTS.prune_interval_days
 
+    # One memory per fact: a text saying what a memory of the tenant says in other case, punctuation or order of
+    # parts is that memory (shared.text.fact_key); off, only the same text (after NFKC and spaces) is
+    dedup_facts: bool = Field(default=True, validation_alias=env("MNEMOFLOW_DEDUP_FACTS"))
+
     # Updates found at write time (`updates`): a new memory that says a fact changed supersedes the one it updates
     update_detection: bool = Field(
         default=_UPDATES.on, validation_alias=env("MNEMOFLOW_UPDATE_DETECTION", "MNEMOFLOW_UPDATES")

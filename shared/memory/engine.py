@@ -27,7 +27,7 @@ from shared.errors import Conflict, NotFound
 from shared.memory import sectors as sector_rules
 from shared.memory.sectors import group_sectors
 from shared.memory.sequence import conversation_key
-from shared.memory.versioning import supersede_older
+from shared.memory.versioning import record_merges, supersede_older
 from shared.storage import bm25
 from shared.storage import conversations as conversation_store
 from shared.storage import embed_logs as embed_log_store
@@ -37,7 +37,7 @@ from shared.storage import versions as version_store
 from shared.storage import waypoints as waypoint_store
 from shared.storage.rows import NewMemory, SectorVector, StoredRef
 from shared.storage.sector_models import guard_store_model, per_sector
-from shared.text import hash_normalized, normalize_content
+from shared.text import fact_hash, hash_normalized, normalize_content
 
 ChunkClassification = tuple[Sequence[str], float]  # sectors (primary first), confidence
 # A short session of its own for what a write reads before it embeds (the gateway's: `db.reading(tenant)`), so
@@ -79,6 +79,7 @@ class MemoryEngine:
         self.waypoints = settings.waypoints
         self.reinforcement = settings.reinforcement
         self.updates = settings.updates
+        self.dedup_facts = settings.dedup_facts
         self.ladder = settings.compression.ladder
 
     def tokens(self, texts: Sequence[str]) -> list[int]:
@@ -127,6 +128,7 @@ class MemoryEngine:
                     user_id=user_id,
                     content=item.content,
                     content_hash=hash_normalized(text_),
+                    fact_hash=fact_hash(text_) if self.dedup_facts else None,
                     primary_sector=sectors[0],
                     sectors=tuple(sectors),
                     tags=tuple(item.tags),
@@ -190,6 +192,7 @@ class MemoryEngine:
         guard_store_model(session, self.embedders)
         refs = memory_store.insert_memories(session, memories, indexed=settle)
         created = [(memory, ref) for memory, ref in zip(memories, refs, strict=True) if ref.created]
+        record_merges(session, memories, refs)
         # one statement's locks on the tenant's terms, in one order (two chunks wait for each other, never deadlock)
         bm25.count_terms(session, [ref.id for _, ref in created], sign=1)
         if settle:
@@ -304,9 +307,11 @@ class MemoryEngine:
             for call in [*calls, *more]:
                 embed_log_store.log_embedding(session, call, purpose="update")
             guard_store_model(session, self.embedders)
-            owner = memory_store.content_hash_owner(session, user_id, prepared.content_hash)
-            if owner is not None and owner != memory_id:
-                raise Conflict(f"another memory ({owner}) already has this content", details={"id": str(owner)})
+            owner = memory_store.content_hash_owner(
+                session, user_id, prepared.content_hash, prepared.fact_hash, other_than=memory_id
+            )
+            if owner is not None:
+                raise Conflict(f"another memory ({owner}) already says this", details={"id": str(owner)})
         # The searchable text is the content and the tags: when either changes, take the memory out of the
         # statistics, change it, put it back (a patch of status, metadata or time leaves the tenant's terms alone).
         retext = prepared is not None or tags is not None

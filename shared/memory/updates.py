@@ -43,6 +43,14 @@ _CHANGED = [
     # ("since I was a kid" is a duration, "since we last talked" a greeting: on LoCoMo every one was)
     r"now|these days|nowadays|from now on|currently|at the moment|since the|since then|ever since",
 ]
+# "now" that means this minute, not a new state of things ("right now", "for now", "sending it now").
+_MOMENT = re.compile(r"\b(right|just|for|until|till|by|up to)\W+$", re.IGNORECASE)
+# A change to a speaker's fact is said of the speaker or a third party; a sentence to the listener ("you found
+# your way, and now you're helping others", "you can use oil instead of butter") is about them, or advice.
+_TO_LISTENER = re.compile(r"\b(you|your|you're|youre|yours|yourself|you've|you'll|ya)\b", re.IGNORECASE)
+# A photo's caption or a stage direction, "[shares a photo: ...]": not said by anyone.
+_CAPTION = re.compile(r"\[[^\]]*\]")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\s+[-\u2013\u2014]+\s+")
 
 
 def _alternatives(phrases: list[str]) -> str:
@@ -90,15 +98,34 @@ class Decision:
     margin: float | None  # over the next earlier memory; None when there was none
 
 
+def sentences(text: str) -> list[str]:
+    """A text's sentences, captions left out."""
+    return [s for s in _SENTENCE_END.split(_CAPTION.sub(" ", text)) if s.strip()]
+
+
 def change_cue(content: str) -> str | None:
-    """The first change cue of a text that is not negated, or None (a question is never an update)."""
-    body = speaker_and_text(content, {})[1]
-    if body.rstrip().endswith("?"):
-        return None
-    for match in CUES.finditer(body):
-        if _GONE_CUES.fullmatch(match.group(0)) or not _NEGATED.search(body[: match.start()]):
-            return match.group(0).lower()
+    """The first change cue of a text that is not negated, or None. The cue's sentence decides: a question is never
+    an update, nor a sentence said to the listener, nor "now" that means this minute."""
+    for sentence in sentences(speaker_and_text(content, {})[1]):
+        if sentence.rstrip().endswith("?") or _TO_LISTENER.search(sentence):
+            continue
+        for match in CUES.finditer(sentence):
+            before = sentence[: match.start()]
+            if match.group(0).lower() == "now" and _MOMENT.search(before):
+                continue
+            if _GONE_CUES.fullmatch(match.group(0)) or not _NEGATED.search(before):
+                return match.group(0).lower()
     return None
+
+
+def states_something(content: str) -> bool:
+    """Whether a text has a statement of the speaker's: a sentence of three words or more, not a question, not said
+    to the listener. Only a statement can be replaced ("Hey Mel! Good to see you! How have you been?" holds no
+    fact for a later one to change)."""
+    return any(
+        len(s.split()) >= 3 and not s.rstrip().endswith("?") and not _TO_LISTENER.search(s)
+        for s in sentences(speaker_and_text(content, {})[1])
+    )
 
 
 def speaker_and_text(content: str, metadata: Mapping[str, Any]) -> tuple[str | None, str]:
@@ -128,7 +155,7 @@ def decide(
     # The speaker's current memories about no later time than the new one (one about a later time is not replaced
     # by it; a memory without a speaker may be anyone's, the tenant's own most often).
     own = sorted(
-        (e for e in earlier if e.current and e.when <= when and _same(speaker, e)),
+        (e for e in earlier if e.current and e.when <= when and _same(speaker, e) and states_something(e.content)),
         key=lambda e: -e.similarity,
     )
     if not own or own[0].similarity < rules.min_similarity:

@@ -3,14 +3,17 @@
 The decision is `shared.memory.updates` (pure); this reads what it needs (the new memory's nearest memories of the
 tenant, in every sector) and records it (`shared.storage.versions`). Called by `MemoryEngine.store`, so every path
 that stores memories through it (a single add, a batch's or a sequence's chunks) decides the same way, in the
-transaction that stores them: a redelivered chunk stores nothing new and so decides nothing twice.
+transaction that stores them: a redelivered chunk stores nothing new and so decides nothing twice. A text merged
+into an earlier memory of the same fact is kept in that memory's history (`record_merges`).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -21,7 +24,7 @@ from shared.memory.updates import Decision, Earlier, UpdateRules, change_cue, de
 from shared.storage import memories as memory_store
 from shared.storage import search as search_store
 from shared.storage import versions as version_store
-from shared.storage.rows import MemoryFilter, NewMemory, SectorVector
+from shared.storage.rows import MemoryFilter, NewMemory, SectorVector, StoredRef
 from shared.text import normalize_content
 
 
@@ -88,3 +91,17 @@ def _nearest_earlier(
 def _unit(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def record_merges(session: Session, memories: Sequence[NewMemory], refs: Sequence[StoredRef]) -> None:
+    """A text that said what an earlier memory says is that memory; the earlier one keeps its own content, tags,
+    metadata, time and place in its conversation, and its history keeps the merged text with its labels."""
+    by_user: dict[str, list[tuple[uuid.UUID, str, uuid.UUID | None, str | None, dict[str, Any]]]] = defaultdict(list)
+    for memory, ref in zip(memories, refs, strict=True):
+        if ref.merged:
+            detail: dict[str, Any] = {"by": "write", "tags": list(memory.tags), "metadata": memory.meta}
+            if memory.occurred_at is not None:
+                detail["occurred_at"] = memory.occurred_at.isoformat()
+            by_user[memory.user_id].append((ref.id, "merged", None, memory.content, detail))
+    for user_id, rows in by_user.items():
+        version_store.record(session, user_id, rows)

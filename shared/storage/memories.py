@@ -28,7 +28,9 @@ from shared.storage.vectors import copy_vectors
 
 
 def insert_memories(session: Session, memories: Sequence[NewMemory], *, indexed: bool) -> list[StoredRef]:
-    """Insert memories and their per-sector vectors; an existing (user, content) pair is returned, not duplicated.
+    """Insert memories and their per-sector vectors; an existing memory with the same (user, content), or the same
+    (user, fact) where the memory has a fact hash, is returned, not duplicated (the unique indexes decide, so two
+    writers at once make one memory).
 
     `indexed=False` lands the vectors in the fresh tier (no HNSW cost now; searched through their binary codes until
     merged).
@@ -41,6 +43,7 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, indexed:
             "user_id": m.user_id,
             "content": m.content,
             "content_hash": m.content_hash,
+            "fact_hash": m.fact_hash,
             "primary_sector": m.primary_sector,
             "sectors": list(m.sectors),
             "tags": list(m.tags),
@@ -58,36 +61,41 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, indexed:
     inserted = session.execute(
         text(
             """
-            INSERT INTO memories (user_id, content, content_hash, primary_sector, sectors, tags, meta, salience,
-                                  decay_lambda, confidence, classification_confidence, document_id, chunk_index,
-                                  occurred_at)
-            SELECT r.user_id, r.content, r.content_hash, r.primary_sector, r.sectors, r.tags, r.meta, r.salience,
-                   r.decay_lambda, r.confidence, r.classification_confidence, r.document_id, r.chunk_index,
-                   r.occurred_at
+            INSERT INTO memories (user_id, content, content_hash, fact_hash, primary_sector, sectors, tags, meta,
+                                  salience, decay_lambda, confidence, classification_confidence, document_id,
+                                  chunk_index, occurred_at)
+            SELECT r.user_id, r.content, r.content_hash, r.fact_hash, r.primary_sector, r.sectors, r.tags, r.meta,
+                   r.salience, r.decay_lambda, r.confidence, r.classification_confidence, r.document_id,
+                   r.chunk_index, r.occurred_at
             FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
-                user_id text, content text, content_hash text, primary_sector text, sectors text[], tags text[],
-                meta jsonb, salience real, decay_lambda real, confidence real, classification_confidence real,
-                document_id uuid, chunk_index integer, occurred_at timestamptz)
-            ON CONFLICT (user_id, content_hash) DO NOTHING
+                user_id text, content text, content_hash text, fact_hash text, primary_sector text, sectors text[],
+                tags text[], meta jsonb, salience real, decay_lambda real, confidence real,
+                classification_confidence real, document_id uuid, chunk_index integer, occurred_at timestamptz)
+            ON CONFLICT DO NOTHING
             RETURNING id, user_id, content_hash
             """
         ),
         {"rows": json.dumps(payload)},
     ).all()
     created = {(r.user_id, r.content_hash): r.id for r in inserted}
-    missing = {(m.user_id, m.content_hash) for m in memories} - created.keys()
-    existing: dict[tuple[str, str], uuid.UUID] = {}
+    missing = [m for m in memories if (m.user_id, m.content_hash) not in created]
+    by_content: dict[tuple[str, str], uuid.UUID] = {}
+    by_fact: dict[tuple[str, str], uuid.UUID] = {}
     if missing:
-        users, hashes = zip(*missing, strict=True)
         rows = session.execute(
             text(
-                "SELECT id, user_id, content_hash FROM memories m "
-                "JOIN unnest(CAST(:users AS text[]), CAST(:hashes AS text[])) AS k(u, h) "
-                "ON m.user_id = k.u AND m.content_hash = k.h"
+                "SELECT m.id, m.user_id, m.content_hash, m.fact_hash FROM memories m "
+                "JOIN unnest(CAST(:users AS text[]), CAST(:hashes AS text[]), CAST(:facts AS text[])) AS k(u, h, f) "
+                "ON m.user_id = k.u AND (m.content_hash = k.h OR m.fact_hash = k.f)"
             ),
-            {"users": list(users), "hashes": list(hashes)},
+            {
+                "users": [m.user_id for m in missing],
+                "hashes": [m.content_hash for m in missing],
+                "facts": [m.fact_hash for m in missing],
+            },
         ).all()
-        existing = {(r.user_id, r.content_hash): r.id for r in rows}
+        by_content = {(r.user_id, r.content_hash): r.id for r in rows}
+        by_fact = {(r.user_id, r.fact_hash): r.id for r in rows if r.fact_hash is not None}
 
     new_vectors = []
     seen_new: set[uuid.UUID] = set()
@@ -104,15 +112,17 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, indexed:
         key = (m.user_id, m.content_hash)
         if key in created:
             refs.append(StoredRef(created[key], True))
-        elif key in existing:
-            refs.append(StoredRef(existing[key], False))
+        elif key in by_content:
+            refs.append(StoredRef(by_content[key], False))
+        elif m.fact_hash is not None and (m.user_id, m.fact_hash) in by_fact:
+            refs.append(StoredRef(by_fact[(m.user_id, m.fact_hash)], False, merged=True))
         else:  # deleted between our insert and select: vanishingly rare, and an error is honest
             raise RuntimeError(f"memory for hash {m.content_hash} vanished during insert")
     # The same content twice in one call: only its first occurrence counts as created.
     first_seen: set[uuid.UUID] = set()
     result = []
     for ref in refs:
-        result.append(StoredRef(ref.id, ref.created and ref.id not in first_seen))
+        result.append(StoredRef(ref.id, ref.created and ref.id not in first_seen, ref.merged))
         first_seen.add(ref.id)
     return result
 
@@ -204,7 +214,8 @@ def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: N
     """Swap a memory's content, classification and vectors in place (PATCH with new content)."""
     session.execute(
         text(
-            "UPDATE memories SET content = :content, content_hash = :content_hash, summary = NULL, "
+            "UPDATE memories SET content = :content, content_hash = :content_hash, fact_hash = :fact_hash, "
+            "summary = NULL, "
             "primary_sector = :primary_sector, sectors = CAST(:sectors AS text[]), decay_lambda = :decay_lambda, "
             "classification_confidence = :cc, compression = 'full', vector_dim = NULL, fingerprint = NULL, "
             "updated_at = now(), "
@@ -216,6 +227,7 @@ def replace_content(session: Session, user_id: str, memory_id: uuid.UUID, new: N
             "user_id": user_id,
             "content": new.content,
             "content_hash": new.content_hash,
+            "fact_hash": new.fact_hash,
             "primary_sector": new.primary_sector,
             "sectors": list(new.sectors),
             "decay_lambda": new.decay_lambda,
@@ -246,10 +258,16 @@ def lock_decayed(session: Session, user_id: str, memory_ids: Sequence[uuid.UUID]
     return [DecayedMemory(r.id, r.content, tuple(r.sectors), r.primary_sector) for r in rows]
 
 
-def content_hash_owner(session: Session, user_id: str, content_hash: str) -> uuid.UUID | None:
+def content_hash_owner(
+    session: Session, user_id: str, content_hash: str, fact_hash: str | None = None, *, other_than: uuid.UUID
+) -> uuid.UUID | None:
+    """A memory other than `other_than` that holds this content (or this fact, given its hash), if one does."""
     return session.execute(
-        text("SELECT id FROM memories WHERE user_id = :u AND content_hash = :h"),
-        {"u": user_id, "h": content_hash},
+        text(
+            "SELECT id FROM memories WHERE user_id = :u AND (content_hash = :h OR fact_hash = :f) AND id <> :self "
+            "LIMIT 1"
+        ),
+        {"u": user_id, "h": content_hash, "f": fact_hash, "self": other_than},
     ).scalar_one_or_none()
 
 

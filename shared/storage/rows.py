@@ -69,12 +69,14 @@ class NewMemory:
     document_id: uuid.UUID | None = None
     chunk_index: int | None = None
     occurred_at: datetime | None = None  # when what it records happened; None: when it is stored
+    fact_hash: str | None = None  # one memory per fact (shared.text.fact_hash); None: exact duplicates only
 
 
 @dataclass(frozen=True)
 class StoredRef:
     id: uuid.UUID
     created: bool
+    merged: bool = False  # an earlier memory holds the same fact in other words
 
 
 def occurred_sql(alias: str) -> str:

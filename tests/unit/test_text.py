@@ -8,7 +8,16 @@ import itertools
 
 import pytest
 
-from shared.text import content_hash, estimate_tokens, normalize_content, opaque_label, split_by_estimate
+from shared.text import (
+    FACT_KEY_MAX_WORDS,
+    content_hash,
+    estimate_tokens,
+    fact_hash,
+    fact_key,
+    normalize_content,
+    opaque_label,
+    split_by_estimate,
+)
 
 
 def test_normalize_folds_whitespace_and_trims():
@@ -111,3 +120,56 @@ def test_the_estimate_of_a_long_cjk_text_holds_no_list_of_its_characters():
     finally:
         tracemalloc.stop()
     assert peak < 64 * 1024 * 1024  # a list of every character is ~320 MB
+
+
+GREEN_TEA = "Alice likes green tea in the morning."
+
+
+@pytest.mark.parametrize(
+    "same",
+    [
+        "alice likes green tea in the morning",  # case and punctuation
+        "In the morning Alice likes green tea.",  # a phrase moved to the front
+        "In the morning, Alice likes green tea!",
+        "Alice  likes green tea\nin the morning.",
+    ],
+)
+def test_one_fact_in_other_case_punctuation_or_order_of_parts_has_one_key(same):
+    assert fact_key(normalize_content(same)) == fact_key(normalize_content(GREEN_TEA))
+    assert fact_hash(normalize_content(same)) == fact_hash(normalize_content(GREEN_TEA))
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "Alice likes green tea in the evening.",  # a near miss: another fact (MiniLM: 0.96)
+        "Alice enjoys green tea in the morning.",  # a paraphrase by another word: not caught here
+        "Alice likes green tea in the morning with honey.",  # adds something
+        "Alice likes tea in the morning.",  # drops something
+        "Alice doesn't like green tea in the morning.",
+        "Bob likes green tea in the morning.",
+    ],
+)
+def test_a_changed_added_or_removed_word_is_another_key(other):
+    assert fact_key(normalize_content(other)) != fact_key(normalize_content(GREEN_TEA))
+
+
+def test_swapped_roles_are_not_a_moved_phrase():
+    assert fact_key("I moved from Paris to Berlin") != fact_key("I moved from Berlin to Paris")
+    assert fact_key("dog bites man") != fact_key("man bites dog")
+    assert fact_key("I like tea. I hate coffee.") == fact_key("I hate coffee. I like tea.")
+
+
+def test_the_key_is_the_least_rotation_of_the_words():
+    words = ["b", "a", "c", "a", "b"]
+    rotations = [words[i:] + words[:i] for i in range(len(words))]
+    assert fact_key(" ".join(words)) == " ".join(min(rotations))
+    for rotation in rotations:
+        assert fact_key(" ".join(rotation)) == " ".join(min(rotations))
+
+
+def test_a_long_text_is_one_fact_only_in_the_same_order():
+    words = [f"w{i}" for i in range(FACT_KEY_MAX_WORDS + 1)]
+    moved = words[1:] + words[:1]
+    assert fact_key(" ".join(words)) != fact_key(" ".join(moved))
+    assert fact_key(" ".join(words).upper()) == fact_key(" ".join(words))

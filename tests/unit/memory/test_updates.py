@@ -44,6 +44,13 @@ def test_a_text_that_says_a_fact_changed_has_a_cue(text):
         "Where do I live now?",  # a question about a fact is not a new value of it
         "I finally finished the crime novel I started in spring.",
         "We bought strawberries at the farmers market.",
+        # from LoCoMo, where nothing is replaced: a question with a photo after it, a sentence to the listener,
+        # advice, "now" that means this minute
+        "Melanie: Have you made any more art lately? [shares a photo: a stained glass window]",
+        "Melanie: You found your true self and now you're helping others.",
+        "Nate: You can use coconut oil instead of butter.",
+        "Jon: The dance studio is on tenuous grounds right now, but I'm staying positive.",
+        "Nate: Always happy to share them with you. Sending you the recipe now!",
     ],
 )
 def test_news_a_question_or_a_change_that_did_not_happen_has_no_cue(text):
@@ -63,6 +70,19 @@ def test_no_update_without_a_clear_lead_or_below_the_similarity_floor():
     assert decide("We moved to Berlin.", {}, T0, close, RULES) is None
     far = [earlier("I live in Paris.", 0.25)]
     assert decide("We moved to Berlin.", {}, T0, far, RULES) is None
+
+
+def test_a_cue_in_one_sentence_is_read_in_that_sentence():
+    assert change_cue("Have you been to Lisbon? We moved to Berlin last month.") == "moved to"
+    assert change_cue("Thanks, you're kind. I don't eat meat anymore.") == "anymore"
+
+
+def test_a_question_holds_no_fact_to_replace():
+    asked = earlier("Caroline: Hey Mel! Good to see you! How have you been?", 0.8)
+    stated = earlier("Caroline: I live in Paris. Have you been?", 0.5, days=-40)
+    decision = decide("Caroline: We moved to Berlin last month.", {}, T0, [asked, stated], RULES)
+    assert decision is not None and decision.replaces == stated.id
+    assert decide("Caroline: We moved to Berlin last month.", {}, T0, [asked], RULES) is None
 
 
 def test_a_visit_is_not_a_move():
