@@ -21,6 +21,7 @@ from typing import Any
 # What says that a fact changed. Phrases, matched on word boundaries, case-insensitive; a verb's usual forms are
 # spelled out. Words that also open ordinary news ("new", "finally", "started") are not cues on their own: on LoCoMo
 # they fired on one turn in eight.
+_AMOUNT = r"([$€£]?\d+|one|two|three|four|five|six|seven|eight|nine|ten|a|an|half)\b"
 _GONE = [  # the old value is gone: negations themselves, never read as negated
     r"no longer",
     r"not any ?more",
@@ -32,12 +33,14 @@ _CHANGED = [
     r"gave up|given up|giving up|broke up|moved out|got rid of",
     # it was replaced
     r"(switched|switching|swapped|swapping|replaced|replacing|traded|upgraded|downgraded)",
-    r"(moved|moving|relocated|transferred)( \w+){0,3} (to|into|over)",
+    r"(moved|moving|relocated|transferred)( \w+){0,5} (to|into|over)",
     r"(changed|changing)( \w+){0,2} (to|from|into)|changed (my|our|the|his|her|their)",
-    r"from \w+( \w+){0,2} to",
     # a quantity changed
     r"(raised|increased|decreased|reduced|lowered|bumped|cut)( (down|up|back))?( \w+){0,2} to",
-    r"(went|gone|come|came) (up|down) to",  # not "went to" (a visit)
+    # to an amount: not "went to" (a visit), not "came up to me" (an approach)
+    rf"(went|gone|come|came|i'm|i am|we're|we are|it's|it is|is|are|am) (now )?(up|down) to (about |around )?{_AMOUNT}",
+    # a correction: what was said was wrong
+    r"turns out|turned out",
     r"cut (down|back)|got a raise|got promoted|was promoted",
     # what is true now
     # ("since I was a kid" is a duration, "since we last talked" a greeting: on LoCoMo every one was)
@@ -160,7 +163,14 @@ def decide(
     )
     if not own or own[0].similarity < rules.min_similarity:
         return None
-    margin = own[0].similarity - own[1].similarity if len(own) > 1 else None
+    # The lead is over every other current near memory, whoever said it and whatever it is: the other speaker's
+    # reply on the same topic, a question about it, are near neighbours too, and an update has one. (Over the
+    # speaker's memories alone, LoCoMo got 11 false supersessions of 2,760 turns offline; over all, 1.)
+    others = sorted(
+        (e.similarity for e in earlier if e.id != own[0].id and e.current),
+        reverse=True,
+    )
+    margin = own[0].similarity - others[0] if others else None
     if margin is not None and margin < rules.margin:
         return None
     return Decision(own[0].id, cue, own[0].similarity, margin)

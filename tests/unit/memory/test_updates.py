@@ -26,6 +26,8 @@ def earlier(content: str, similarity: float, *, days: int = -30, current: bool =
         "The landlord raised the rent to 1,450 euros.",
         "I cut down to one coffee a day.",
         "I don't eat meat anymore.",
+        "I'm down to 76 kilos after the diet.",
+        "Turns out I'm not allergic to penicillin after all.",
         "Alice: I no longer work at the bakery.",
         "These days I only order oat milk cortados.",
         "We changed plans: August will be Norway instead of Portugal.",
@@ -51,6 +53,8 @@ def test_a_text_that_says_a_fact_changed_has_a_cue(text):
         "Nate: You can use coconut oil instead of butter.",
         "Jon: The dance studio is on tenuous grounds right now, but I'm staying positive.",
         "Nate: Always happy to share them with you. Sending you the recipe now!",
+        "Joanna: One of the actors came up to me and told me she liked my script!",  # an approach, not an amount
+        "John: I've been going there from time to time.",
     ],
 )
 def test_news_a_question_or_a_change_that_did_not_happen_has_no_cue(text):
@@ -78,11 +82,15 @@ def test_a_cue_in_one_sentence_is_read_in_that_sentence():
 
 
 def test_a_question_holds_no_fact_to_replace():
-    asked = earlier("Caroline: Hey Mel! Good to see you! How have you been?", 0.8)
-    stated = earlier("Caroline: I live in Paris. Have you been?", 0.5, days=-40)
+    asked = earlier("Caroline: Hey Mel! Good to see you! How have you been?", 0.5)
+    stated = earlier("Caroline: I live in Paris. Have you been?", 0.62, days=-40)
     decision = decide("Caroline: We moved to Berlin last month.", {}, T0, [asked, stated], RULES)
     assert decision is not None and decision.replaces == stated.id
     assert decide("Caroline: We moved to Berlin last month.", {}, T0, [asked], RULES) is None
+    # ... though it is a near neighbour: nearer than the statement, it leaves no clear lead
+    assert (
+        decide("Caroline: We moved to Berlin last month.", {}, T0, [earlier(asked.content, 0.7), stated], RULES) is None
+    )
 
 
 def test_a_visit_is_not_a_move():
@@ -94,8 +102,15 @@ def test_another_speakers_fact_is_not_replaced():
     assert decide("Alice: I moved to Berlin.", {}, T0, [theirs], RULES) is None
     by_metadata = earlier("I live in Paris.", 0.6, speaker="Bob")
     assert decide("I moved to Berlin.", {"speaker": "Alice"}, T0, [by_metadata], RULES) is None
-    own = earlier("Alice: I live in Paris.", 0.6)
+    own = earlier("Alice: I live in Paris.", 0.75)
     assert decide("Alice: I moved to Berlin.", {}, T0, [theirs, own], RULES).replaces == own.id
+
+
+def test_the_lead_is_over_every_near_memory_whoever_said_it():
+    # In a conversation the other speaker's reply is as near as the statement: no clear lead, no update.
+    own = earlier("Alice: I started a weekend yoga class, it's awesome!", 0.62)
+    reply = earlier("Bob: A yoga class, that's awesome! Keep it up.", 0.58)
+    assert decide("Alice: I'm gonna keep it up, yoga is part of my routine now.", {}, T0, [own, reply], RULES) is None
 
 
 def test_a_backdated_add_never_replaces_a_memory_about_a_later_time():
