@@ -288,6 +288,7 @@ class ChunkItem(MemoryCreate):
 
     classified: Classified | None = Field(default=None, alias="_classified")
     position: int | None = Field(default=None, alias="_position")  # its place in a `sequence` batch
+    index: int | None = Field(default=None, alias="_index")  # its place in the batch's items (for its result)
     context: str | None = Field(default=None, alias="_context")  # the turns it follows, to embed it after them
     placement: Placement | None = Field(default=None, alias="_document")
 

@@ -39,6 +39,7 @@ def plan_batch(
             item,
             classified=Classified(sectors=list(classification.sectors), confidence=classification.confidence),
             position=i if body.sequence else None,
+            index=i,
             context=(contexts[i] or None) if contexts else None,
         )
         planned.append((classification.primary, stored))

@@ -94,6 +94,10 @@ def _store(
     refs = engine.store(session, prepared, settle=False)
     created = sum(1 for r in refs if r.created)
     result: dict[str, Any] = {"created": created, "duplicates": len(items) - created}
+    # which batch items an earlier memory already held (the same text, or the same fact in other words), and which
+    deduplicated = [[i.index, str(ref.id)] for i, ref in zip(items, refs, strict=True) if not ref.created]
+    if deduplicated and items[0].index is not None:
+        result["deduplicated"] = deduplicated
     sequence = bool(job["params"].get("sequence"))
     if sequence:  # where each item went, for the links made when the last chunk is done
         result["sequence"] = [[i.position, str(ref.id), ref.created] for i, ref in zip(items, refs, strict=True)]

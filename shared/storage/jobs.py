@@ -333,6 +333,20 @@ def chunk_totals(session: Session, job_id: uuid.UUID) -> dict[str, int]:
     return {r.key: int(r.total) for r in rows}
 
 
+def chunk_pairs(session: Session, job_id: uuid.UUID, key: str, limit: int) -> tuple[list[list[Any]], int]:
+    """The [item index, ...] lists every finished chunk reported under `key`, by index, at most `limit`; and how
+    many there are in all."""
+    rows = session.execute(
+        text(
+            "SELECT e AS pair, count(*) OVER () AS total FROM job_chunks c, jsonb_array_elements(c.result -> :key) e "
+            "WHERE c.job_id = :id AND jsonb_typeof(c.result -> :key) = 'array' "
+            "ORDER BY CAST(e ->> 0 AS integer) LIMIT :limit"
+        ),
+        {"id": job_id, "key": key, "limit": limit},
+    ).all()
+    return [r.pair for r in rows], (rows[0].total if rows else 0)
+
+
 def merge_result(session: Session, job_id: uuid.UUID, patch: dict[str, Any], *, error: str | None = None) -> None:
     """Merge `patch` into a job's result (its phase, stage timings); `error` records a failed attempt."""
     session.execute(

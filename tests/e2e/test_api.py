@@ -273,6 +273,7 @@ def test_batch_goes_through_the_sector_queues_and_lands_once(http, tenant, worke
         {"content": "How to restart the VPN step by step"},
     ]
     items.append({"content": "Shipment 0 left the Rotterdam warehouse"})  # duplicate inside the batch
+    items.append({"content": "shipment 1 left the rotterdam warehouse!"})  # one fact in other case and punctuation
     accepted = http.post("/memory/batch", json={"items": items, "user_id": tenant, "idempotency_key": "b1"})
     assert accepted.status_code == 202, accepted.text
     job_id = accepted.json()["job_id"]
@@ -284,7 +285,13 @@ def test_batch_goes_through_the_sector_queues_and_lands_once(http, tenant, worke
     job = wait_for_job(http, job_id, tenant)
     assert job["status"] == "succeeded", job
     assert job["progress"] == {"done": len(items), "total": len(items)}
-    assert job["result"]["created"] == 122 and job["result"]["duplicates"] == 1
+    assert job["result"]["created"] == 122 and job["result"]["duplicates"] == 2
+    ids = {m["content"]: m["id"] for m in http.get("/memory/all", params={"user_id": tenant, "l": 200}).json()["items"]}
+    assert job["result"]["deduplicated"] == [
+        {"index": 122, "id": ids["Shipment 0 left the Rotterdam warehouse"]},
+        {"index": 123, "id": ids["Shipment 1 left the Rotterdam warehouse"]},
+    ]
+    assert job["result"]["deduplicated_truncated"] is False
     with db.session() as s:
         count = s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
         sectors = (

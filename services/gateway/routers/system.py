@@ -145,12 +145,20 @@ def get_job(job_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, user_id: 
     return job
 
 
+DEDUPLICATED_SHOWN = 1_000  # a batch's items that an earlier memory held, listed in its job (all are counted)
+
+
 def job_public(session: Session, job_id: uuid.UUID, tenant: str | None) -> JobPublic | None:
     """A job as the API shows it (its chunks' counters added to its result); None if not the tenant's."""
     job = job_store.get_job(session, job_id, tenant)
     if job is None:
         return None
-    totals = job_store.chunk_totals(session, job_id)
+    totals: dict[str, Any] = {**job_store.chunk_totals(session, job_id)}
+    if job["kind"] == "batch":
+        pairs, count = job_store.chunk_pairs(session, job_id, "deduplicated", DEDUPLICATED_SHOWN)
+        if count:
+            totals["deduplicated"] = [{"index": index, "id": memory_id} for index, memory_id in pairs]
+            totals["deduplicated_truncated"] = count > len(pairs)
     return JobPublic(
         id=job["id"],
         kind=job["kind"],
