@@ -280,15 +280,18 @@ def stack(
     concurrency: int = 2,
     log_dir: Path | None = None,
     gateway_workers: int | None = 1,
+    env: dict[str, str] | None = None,
 ) -> Iterator[StackUrl]:
     """Gateway + one worker on every queue, as child processes; yields the gateway URL once both are ready.
-    `gateway_workers`: the gateway's processes (None: MNEMOFLOW_GATEWAY_WORKERS or its default).
+    `gateway_workers`: the gateway's processes (None: MNEMOFLOW_GATEWAY_WORKERS or its default); `env`: settings of
+    theirs over this process's environment.
 
     Ready means the worker answers a ping, and then that the stack has gone quiet: a worker still starting
     (imports, forking its pool, each pool process's ingest sandbox importing the parsers, ~2 s of CPU each
     after the ping) takes the CPU for seconds, and a measurement begun meanwhile measured that (at 100k the
     first 60 queries ran at twice the steady latency, and the pass's p95 at 1.4 times)."""
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="mnemoflow-bench-logs-"))
+    overrides = env or {}
     env = dict(
         os.environ,
         DATABASE_URL=database_url,
@@ -297,6 +300,7 @@ def stack(
         MNEMOFLOW_LOG_LEVEL="WARNING",
     )
     env.setdefault("MNEMOFLOW_EMBEDDING_PROVIDER", "synthetic")  # pure-throughput figures unless asked
+    env.update(overrides)
     port = free_port()
     worker_name = f"bench-{port}"
     procs = []

@@ -8,6 +8,13 @@ is the floor any full pipeline stands on. Prints both and the ratio.
     python -m bench.query --sizes 100000 --beside 2000         # and a small tenant beside the large one
     python -m bench.query --sizes 100000 --crowd 200           # the large one among 200 tenants of 50
     python -m bench.query --sizes 1000000 --queries 300      # bulk-loaded (~25 min here)
+    python -m bench.query --sizes 100000 --adds 300            # and single adds, with the write steps and without
+
+`--adds N`: after the queries, N single adds (`POST /memory/add`, LoCoMo's turns as a plain client sends them:
+content and a `session_id`) to the store, alternating between the stack at its defaults and a second gateway on the
+same store with the issue-48 write steps off (MNEMOFLOW_UPDATE_DETECTION, MNEMOFLOW_DEDUP_FACTS): the steps' cost
+at that size, measured in the same run. The model is the stack's (synthetic unless MNEMOFLOW_EMBEDDING_PROVIDER
+says otherwise), so a change cue's second model call costs what that model costs.
 
 Stores up to --bulk-from memories go through the engine's write path and the background merge, as
 the workers would. Larger ones are bulk-loaded: memories and vectors written by the same engine with
@@ -213,6 +220,31 @@ def over_http(
     return samples, stages, cpu
 
 
+WRITE_STEPS_OFF = {"MNEMOFLOW_UPDATE_DETECTION": "false", "MNEMOFLOW_DEDUP_FACTS": "false"}
+
+
+def adds_ab(url: str, srv: Servers, n: int) -> tuple[list[float], list[float]]:
+    """Wall-clock ms of `n` adds at the defaults and `n` with the write steps off, alternating (one client)."""
+    from bench.embedding_quality import DATA
+    from bench.quality_data import load_locomo
+
+    turns = [doc.content for docs in load_locomo(DATA, "", 0).docs.values() for doc in docs]
+    with stack(url, srv.redis_url) as on, stack(url, srv.redis_url, env=WRITE_STEPS_OFF) as off:
+        samples: dict[str, list[float]] = {on: [], off: []}
+        clients = {g: httpx.Client(base_url=g, timeout=30) for g in (on, off)}
+        try:
+            for i in range(2 * n):
+                gateway = (on, off)[i % 2]
+                body = {"content": turns[i % len(turns)], "user_id": USER, "metadata": {"session_id": f"s{i // 40}"}}
+                started = time.perf_counter()
+                clients[gateway].post("/memory/add", json=body).raise_for_status()
+                samples[gateway].append((time.perf_counter() - started) * 1000)
+        finally:
+            for client in clients.values():
+                client.close()
+    return samples[on], samples[off]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -246,6 +278,7 @@ def main() -> None:
         help='ask every question again with " this year" added: the worst case of time anchoring\'s search of '
         "the period (every memory of the store happened in it, so MNEMOFLOW_PERIOD_SCAN_LIMIT are compared)",
     )
+    parser.add_argument("--adds", type=int, default=0, help="and this many single adds each way (see above)")
     args = parser.parse_args()
 
     rows = []
@@ -295,6 +328,14 @@ def main() -> None:
                     f"[query{label}] n={size:,}: ours p50 {ours['p50']:.1f} p95 {ours['p95']:.1f} "
                     f"p99 {ours['p99']:.1f} ms | bare HNSW p50 {base['p50']:.1f} p95 {base['p95']:.1f} ms | "
                     f"the model alone p50 {own['p50']:.1f} p95 {own['p95']:.1f} ms (loaded at {load_rate:,.0f}/s)",
+                    flush=True,
+                )
+            if args.adds:
+                with_steps, without = (percentiles(s) for s in adds_ab(url, srv, args.adds))
+                print(
+                    f"[add] n={size:,}: defaults p50 {with_steps['p50']:.1f} p95 {with_steps['p95']:.1f} ms | "
+                    f"write steps off p50 {without['p50']:.1f} p95 {without['p95']:.1f} ms | p50 "
+                    f"{with_steps['p50'] - without['p50']:+.1f} ms, p95 {with_steps['p95'] - without['p95']:+.1f} ms",
                     flush=True,
                 )
 
