@@ -30,7 +30,7 @@ OTHERS = ["Alice likes green tea in the evening.", "Alice likes green tea in the
 
 @pytest.fixture(scope="module")
 def engine(settings):
-    return MemoryEngine(settings, create_embedder(settings))
+    return MemoryEngine(settings.model_copy(update={"dedup_facts": True}), create_embedder(settings))
 
 
 def add(db, engine, tenant: str, content: str, **fields) -> tuple[dict, bool]:
