@@ -47,8 +47,11 @@ def record(
             "INSERT INTO memory_history (memory_id, user_id, event, other_id, content, detail) "
             "SELECT r.memory_id, :user_id, r.event, r.other_id, r.content, r.detail "
             "FROM unnest(CAST(:ids AS uuid[]), CAST(:events AS text[]), CAST(:others AS uuid[]), "
-            "CAST(:contents AS text[]), CAST(:details AS jsonb[])) AS r(memory_id, event, other_id, content, detail) "
-            "WHERE EXISTS (SELECT 1 FROM memories m WHERE m.id = r.memory_id AND m.user_id = :user_id)"
+            "CAST(:contents AS text[]), CAST(:details AS jsonb[])) WITH ORDINALITY "
+            "AS r(memory_id, event, other_id, content, detail, ord) "
+            "WHERE EXISTS (SELECT 1 FROM memories m WHERE m.id = r.memory_id AND m.user_id = :user_id) "
+            # a semi-join may hand rows on in another order; the history's ids keep the order given
+            "ORDER BY r.ord"
         ),
         {
             "user_id": user_id,
