@@ -35,8 +35,13 @@ class QueryFilters(BaseModel):
         default=None, description="happened at or after (occurred_at, else when stored); UTC if no zone"
     )
     occurred_before: datetime | None = Field(default=None, description="happened at or before")
+    as_of: datetime | None = Field(
+        default=None,
+        description="the versions of each fact current at this time: memories that had happened by then and were not "
+        "yet superseded (valid_to later, or none); UTC if no zone",
+    )
 
-    _aware = field_validator("start_time", "end_time", "occurred_after", "occurred_before")(
+    _aware = field_validator("start_time", "end_time", "occurred_after", "occurred_before", "as_of")(
         lambda cls, value: assume_utc(value)
     )
 
@@ -81,6 +86,11 @@ class RetrievalOptions(BaseModel):
         description="composite: OpenMemory's score (similarity, salience, recency, waypoint), gated by min_score on "
         "relevance; fusion: the Reciprocal Rank Fusion score alone, no gate",
     )
+    include_superseded: bool = Field(
+        default=False,
+        description="also return memories a newer version supersedes (each right below the version that replaces "
+        "it, its score halved); by default the newer one answers for them (`answers_for` in its trace)",
+    )
 
     @model_validator(mode="after")
     def _one_ranker(self) -> RetrievalOptions:
@@ -114,7 +124,9 @@ class QueryRequest(BaseModel):
         default=None,
         ge=0.0,
         le=1.0,
-        description="MMR's lambda: re-rank for relevance minus redundancy (0.5 weighs both equally; 1 = off)",
+        description="MMR's lambda: re-rank for relevance minus redundancy (0.5 weighs both equally). Unset, only near "
+        "copies (the same words as a memory above, in any case, punctuation or order) move below the other matches; "
+        "1 turns that off too",
     )
     recency_weight: float | None = Field(
         default=None,
@@ -153,6 +165,19 @@ class MatchTrace(BaseModel):
         default=None, description="the linked memory whose relevance lent this one its `context` component"
     )
     components: dict[str, float]
+    superseded_by: list[str] | None = Field(
+        default=None, description="the newer memories that supersede this one (returned with include_superseded)"
+    )
+    superseded_on: datetime | None = Field(default=None, description="when it stopped being current (valid_to)")
+    answers_for: list[str] | None = Field(
+        default=None, description="the older versions this memory answers for, which the query did not return"
+    )
+    copy_of: str | None = Field(
+        default=None, description="the memory above it with the same words (moved below the other matches)"
+    )
+    notes: list[str] | None = Field(
+        default=None, description='what the versions and copies rules did, in words ("superseded by <id> on <date>")'
+    )
 
 
 class QueryMatch(BaseModel):

@@ -10,6 +10,7 @@ import itertools
 import uuid
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 T = TypeVar("T", bound=Hashable)
@@ -34,6 +35,12 @@ class Candidate:
     support_from: uuid.UUID | None = None
     inherited: float = 0.0  # the relevance of the older version it supersedes (expand.inherit)
     inherited_from: uuid.UUID | None = None
+    # Versions (expand.answer_by_latest): the newer memories that supersede it and when it stopped being current; the
+    # older versions it answers for. Near copies (select): the memory above it with the same words.
+    superseded_by: tuple[uuid.UUID, ...] = ()
+    superseded_on: datetime | None = None
+    answers_for: tuple[uuid.UUID, ...] = ()
+    copy_of: uuid.UUID | None = None
     in_period: bool = False  # it occurred in the period the query names (time anchoring)
     period_rank: int | None = None  # its rank in the search of that period, when that search found it
     similarity: float = 0.0

@@ -6,7 +6,7 @@ Pure: the read path fetches the links (`storage.search.fetch_with_links`); these
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from shared.retrieval.fusion import Candidate
 
@@ -18,6 +18,7 @@ def spread_activation(
     max_hops: int,
     decay_per_hop: float,
     energy: Mapping[uuid.UUID, float] | None = None,
+    silent: Mapping[uuid.UUID, Collection[uuid.UUID]] | None = None,
 ) -> dict[uuid.UUID, Candidate]:
     """OpenMem's spreading activation over waypoints: from every hit, both directions, up to `max_hops`;
     a memory reached by several paths keeps the strongest activation: the hit's energy (its relevance to
@@ -30,12 +31,17 @@ def spread_activation(
     lent it). Without that, a weak hit next to a strong one ranked below a memory the query did not match at
     all in the same place: the answer after a matching question, when the answer's own words barely
     matched. It spreads no further itself on that activation (one hop, hit to hit).
+
+    `silent`: memories that lend nothing (a superseded memory: the fact it states is no longer true, and what was said
+    around it is no answer to a question about the fact now), each with the memories it may still lend to (its
+    successors); activation neither starts from them nor passes through them to anything else.
     """
     adjacency: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
     for src, dst, weight in links:
         adjacency.setdefault(src, []).append((dst, weight))
         adjacency.setdefault(dst, []).append((src, weight))
     start = energy or {}
+    quiet = silent or {}
     reached: dict[uuid.UUID, tuple[float, Candidate]] = {}
     # (memory, product of the link weights walked, the hit's energy, the path so far)
     frontier: list[tuple[uuid.UUID, float, float, tuple[uuid.UUID, ...]]] = [
@@ -45,8 +51,9 @@ def spread_activation(
         next_frontier = []
         for node, strength, hit_energy, trail in frontier:
             walked = (*trail, node)
+            muted = quiet.get(node)
             for other, weight in adjacency.get(node, ()):
-                if other in walked:
+                if other in walked or (muted is not None and other not in muted):
                     continue
                 if other in hits:
                     if hop == 1:

@@ -1,18 +1,22 @@
-"""Stage 4 of the read path: what is returned. The threshold gate, MMR for diversity, the token budget, and the
-payload (content, metadata) of the memories kept: the hot tier's from the Redis cache, the rest in one query."""
+"""Stage 4 of the read path: what is returned. The threshold gate, MMR for diversity, versions of a fact in answering
+order, the token budget, the payload (content, metadata) of the memories kept (the hot tier's from the Redis cache,
+the rest in one query), and near copies below the other matches."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
+from shared.retrieval.copies import copies_last
 from shared.retrieval.fusion import Candidate
 from shared.retrieval.hot_rows import PAYLOAD_FIELDS, HotRowCache
 from shared.retrieval.mmr import comparable, mmr_order
 from shared.retrieval.packing import Packing, pack
+from shared.retrieval.versions import answering_order
 from shared.storage import selected
 from shared.storage.rows import SectorVector
 
@@ -42,6 +46,8 @@ class Selector:
         scored: Sequence[Match],
         queries: Mapping[str, SectorVector],
         watch: Stopwatch,
+        *,
+        supersedes: Sequence[tuple[uuid.UUID, uuid.UUID]] = (),
     ) -> Selection:
         ranked = list(scored)
         if ask.options.rank == "composite":  # the gate reads relevance alone; the fused rank has no gate
@@ -50,6 +56,8 @@ class Selector:
         if ask.diversity is not None and len(ranked) > 1:  # MMR re-orders what passed the gate
             ranked = self._diversify(session, ranked, queries, ask.diversity)
             watch.lap("mmr")
+        if supersedes:  # superseded memories kept: each version pair in answering order
+            ranked = in_answering_order(ranked, supersedes, past=ask.past)
         watch.lap("score")
         packing = None
         if ask.token_budget is None:
@@ -60,6 +68,8 @@ class Selector:
             packing = pack([row["content"] for _, row in ranked], budget=ask.token_budget, limit=ask.k)
             top = [ranked[i] for i in packing.chosen]
         top = [(c, row) for c, row in top if "content" in row]  # deleted between the two reads
+        if ask.diversity != 1.0 and len(top) > 1:  # near copies below the other matches (diversity 1: off)
+            top = copies_below(top)
         watch.lap("payload")
         return Selection(top, packing)
 
@@ -91,3 +101,29 @@ class Selector:
                 row.update((name, payload.get(name)) for name in PAYLOAD_FIELDS)
         if self.row_cache and fetched:
             self.row_cache.put([row for row in rows if row["id"] in fetched])
+
+
+def in_answering_order(
+    ranked: list[Match], supersedes: Sequence[tuple[uuid.UUID, uuid.UUID]], *, past: bool
+) -> list[Match]:
+    """`ranked` with each version pair in answering order (`versions.answering_order`): a memory that moves up into
+    the place of the other version takes that one's score, so the scores still read best first."""
+    by_id = {c.id: (c, row) for c, row in ranked}
+    order, took = answering_order([c.id for c, _ in ranked], supersedes, past=past)
+    for answer, place in took.items():
+        by_id[answer][0].score = max(by_id[answer][0].score, by_id[place][0].score)
+    return [by_id[memory_id] for memory_id in order]
+
+
+def copies_below(top: list[Match]) -> list[Match]:
+    """`top` with each near copy of a memory above it (`copies.copies_last`) moved below the others, its score
+    lowered to that of the last memory above it, and `copy_of` set."""
+    by_id = {c.id: (c, row) for c, row in top}
+    order, copy_of = copies_last([(c.id, row["content"]) for c, row in top])
+    if not copy_of:
+        return top
+    floor = min(by_id[memory_id][0].score for memory_id in order if memory_id not in copy_of)
+    for copy, original in copy_of.items():
+        candidate = by_id[copy][0]
+        candidate.copy_of, candidate.score = original, min(candidate.score, floor)
+    return [by_id[memory_id] for memory_id in order]

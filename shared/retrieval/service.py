@@ -30,6 +30,7 @@ from shared.retrieval.hot_rows import HotRowCache
 from shared.retrieval.packing import Packing
 from shared.retrieval.scoring import ScoringParams, score_all
 from shared.retrieval.select import Selector
+from shared.retrieval.versions import asks_about_the_past
 from shared.storage.rows import MemoryFilter
 
 
@@ -49,6 +50,7 @@ class Ask:
     diversity: float | None
     scoring: ScoringParams
     now: datetime
+    past: bool = False  # the question asks what a fact was before it changed: the older version answers
 
 
 @dataclass
@@ -117,6 +119,7 @@ class Retriever:
                 end_time=filters.end_time,
                 occurred_after=filters.occurred_after,
                 occurred_before=filters.occurred_before,
+                as_of=filters.as_of,
             ),
             wanted_sectors=tuple(wanted) if wanted else None,
             options=request.retrieval,
@@ -125,6 +128,7 @@ class Retriever:
             diversity=request.diversity,
             scoring=self.scoring.for_request(request.recency_weight),
             now=now or datetime.now(UTC),
+            past=request.retrieval.waypoints and asks_about_the_past(request.query),
         )
 
     def query(
@@ -156,7 +160,7 @@ class Retriever:
             params=ask.scoring,
             fusion_only=ask.options.rank == "fusion",
         )
-        selection = self.selector.select(session, ask, scored, found.queries, watch)
+        selection = self.selector.select(session, ask, scored, found.queries, watch, supersedes=expanded.supersedes)
         watch.total()
         return QueryOutcome(
             matches=selection.matches,

@@ -38,7 +38,8 @@ RETURNED_SET = returned_set(":boost")
 # What scoring and filtering read (the read path's first fetch); the rest is the payload (`fetch_payloads`)
 LEAN_COLUMNS = (
     "id, user_id, primary_sector, sectors, tags, salience, recall_lift, decay_lambda, coactivations, "
-    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, last_used_at, occurred_at, version"
+    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, last_used_at, occurred_at, version, "
+    "valid_to"
 )
 
 
@@ -102,10 +103,17 @@ class MemoryFilter:
     end_time: datetime | None = None
     occurred_after: datetime | None = None  # when it happened: occurred_at, else when it was stored
     occurred_before: datetime | None = None
+    # the versions current then: happened by then, and not superseded by then (valid_to later, or none)
+    as_of: datetime | None = None
     extra_params: dict[str, Any] = field(default_factory=dict)
 
     def sql(self, alias: str = "m") -> tuple[str, dict[str, Any]]:
-        """A SQL fragment (starting with AND, possibly empty) and its parameters."""
+        """A SQL fragment (starting with AND, possibly empty) and its parameters.
+
+        `as_of` is written as the bound on when a memory happened (with `occurred_before`, the earlier of the two),
+        with the parameters every filter has (`FILTER_PARAMS`: the search functions take no others); its other half,
+        `valid_to` after it, is checked on the rows read (`passes`): what it leaves out is only the versions already
+        replaced by then, a few of the candidates."""
         clauses: list[str] = []
         params: dict[str, Any] = {}
         if self.sectors:
@@ -123,15 +131,28 @@ class MemoryFilter:
         if self.occurred_after is not None:
             clauses.append(f"{occurred_sql(alias)} >= :f_occurred_after")
             params["f_occurred_after"] = self.occurred_after
-        if self.occurred_before is not None:
+        before = self.happened_before
+        if before is not None:
             clauses.append(f"{occurred_sql(alias)} <= :f_occurred_before")
-            params["f_occurred_before"] = self.occurred_before
+            params["f_occurred_before"] = before
         return "".join(f" AND {c}" for c in clauses), params
+
+    @property
+    def happened_before(self) -> datetime | None:
+        """The latest a memory may have happened: `occurred_before` or `as_of`, the earlier."""
+        bounds = [b for b in (self.occurred_before, self.as_of) if b is not None]
+        return min(bounds) if bounds else None
 
     @property
     def active(self) -> bool:
         return bool(
-            self.sectors or self.tags or self.start_time or self.end_time or self.occurred_after or self.occurred_before
+            self.sectors
+            or self.tags
+            or self.start_time
+            or self.end_time
+            or self.occurred_after
+            or self.occurred_before
+            or self.as_of
         )
 
     def passes(self, row: dict[str, Any]) -> bool:
@@ -143,10 +164,10 @@ class MemoryFilter:
         stored, occurred = row["created_at"], happened_at(row)
         if (self.start_time and stored < self.start_time) or (self.end_time and stored > self.end_time):
             return False
-        return not (
-            (self.occurred_after and occurred < self.occurred_after)
-            or (self.occurred_before and occurred > self.occurred_before)
-        )
+        if self.as_of is not None and row.get("valid_to") is not None and row["valid_to"] <= self.as_of:
+            return False
+        before = self.happened_before
+        return not ((self.occurred_after and occurred < self.occurred_after) or (before and occurred > before))
 
 
 def row_to_dict(row: Any) -> dict[str, Any]:

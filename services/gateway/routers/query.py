@@ -8,6 +8,7 @@ from services.gateway.deps import PrincipalDep, StateDep
 from services.gateway.querying import run_query
 from shared.api.query import MatchTrace, PackingPublic, QueryMatch, QueryRequest, QueryResponse
 from shared.retrieval.fusion import Candidate
+from shared.retrieval.versions import answers_note, superseded_note
 
 router = APIRouter(prefix="/memory", tags=["memory"])
 
@@ -65,7 +66,25 @@ def _match(c: Candidate, row: dict, *, explain: bool) -> QueryMatch:
             via=str(c.via) if c.via else None,
             context_from=str(c.support_from) if c.components.get("context") else None,
             components=c.components,
+            superseded_by=[str(i) for i in c.superseded_by] or None,
+            superseded_on=c.superseded_on,
+            answers_for=[str(i) for i in c.answers_for] or None,
+            copy_of=str(c.copy_of) if c.copy_of else None,
+            notes=_notes(c),
         )
         if explain
         else None,
     )
+
+
+def _notes(c: Candidate) -> list[str] | None:
+    """The trace's lines in words: what the versions and near-copy rules did to this match."""
+    notes = []
+    if c.superseded_on is not None or c.superseded_by:
+        since = c.superseded_on.date().isoformat() if c.superseded_on else None
+        notes.append(superseded_note(c.superseded_by, since))
+    if c.answers_for:
+        notes.append(answers_note(c.answers_for))
+    if c.copy_of:
+        notes.append(f"the same words as {c.copy_of}: moved below the other matches")
+    return notes or None

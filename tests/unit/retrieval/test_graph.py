@@ -98,3 +98,16 @@ def test_context_support_ignores_memories_outside_the_scored_set_and_cycles():
     assert set(support) == {A, B}  # C was fetched as a link's end but not scored: it neither lends nor gets
     assert support[B] == pytest.approx((0.8, A)) and support[A] == pytest.approx((0.2, B))
     assert context_support({A: 0.8}, [], max_hops=2) == {}
+
+
+def test_a_superseded_hit_lends_activation_to_its_successor_alone():
+    """A silent memory (superseded) spreads to no neighbour but the ones it names (its successors), neither from
+    itself nor through itself, and lends no hit its waypoint weight."""
+    E = uuid.UUID(int=5)
+    hits = {A: Candidate(A), B: Candidate(B)}
+    links = [(A, C, 0.9), (A, B, 0.8), (A, D, 0.9), (D, E, 1.0)]
+    reached = spread_activation(hits, links, max_hops=2, decay_per_hop=0.5, silent={A: {D}})
+    # C and B are not its successors; E is the successor's neighbour, and the successor passes on what it was lent
+    assert set(reached) == {D, E} and reached[E].via == D
+    assert hits[B].activation == 0.0 and hits[B].waypoint_weight == 0.0
+    assert reached[D].via == A and reached[D].activation == pytest.approx(0.45)
