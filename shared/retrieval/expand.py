@@ -123,11 +123,15 @@ def answer_by_latest(
     versions among the candidates (through a chain of superseded ones) answers for it (`answers_for`) and, when no
     ranker found that version itself, takes its fused rank (`rrf_score`: the fusion ranking's evidence). Returns the
     (newer, older) pairs of candidates, for select to order when the older are kept (`keep`)."""
+    for newer, older in supersedes:  # the trace of every superseded candidate; at an `as_of`, of those current then too
+        candidate = candidates.get(older)
+        if candidate is not None and newer not in candidate.superseded_by:
+            candidate.superseded_by = tuple(sorted((*candidate.superseded_by, newer), key=str))
+            candidate.superseded_on = rows[older].get("valid_to")
     for memory_id, newer in successors.items():
         candidate = candidates.get(memory_id)
         if candidate is None:
             continue
-        candidate.superseded_by = tuple(sorted(newer, key=str))
         candidate.superseded_on = rows[memory_id].get("valid_to")
         latest: set[uuid.UUID] = set()
         frontier, seen = list(newer), {memory_id}
