@@ -75,7 +75,9 @@ def expand(ask: Ask, found: Found, *, max_hops: int) -> Expanded:
         inherit(candidates, supersedes, rows, lambda i, c: own_relevance(c, cosine=cosine_of(i, c)))
     if ask.where.active:  # linked memories must pass the same filters as direct hits
         candidates = {i: c for i, c in candidates.items() if i in rows and ask.where.passes(rows[i])}
-    shown = options.include_superseded or ask.past
+    # with waypoints off, versions are ignored like every other link: nothing answers for a superseded memory, so it
+    # stays (the status penalty halves it)
+    shown = options.include_superseded or ask.past or not options.waypoints
     pairs = answer_by_latest(candidates, supersedes, successors, rows, keep=shown) if options.waypoints else []
     if not shown:
         candidates = {i: c for i, c in candidates.items() if i not in retired}

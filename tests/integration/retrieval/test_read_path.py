@@ -145,9 +145,17 @@ def test_the_weaker_of_two_contradicting_memories_is_demoted(db, engine, tenant,
     old, _ = add(db, engine, tenant, "The office wifi password is tulip42", salience=0.3)
     new, _ = add(db, engine, tenant, "The office wifi password is orchid77", salience=0.9)
 
-    def scores():
+    def scores(**options):
         with db.session() as s:
-            outcome = search(retriever, s, tenant, "office wifi password", k=5, filters=QueryFilters(min_score=0))
+            outcome = search(
+                retriever,
+                s,
+                tenant,
+                "office wifi password",
+                k=5,
+                filters=QueryFilters(min_score=0),
+                options=RetrievalOptions(**options),
+            )
         return {c.id: c for c, _ in outcome.matches}
 
     before = scores()
@@ -164,7 +172,8 @@ def test_the_weaker_of_two_contradicting_memories_is_demoted(db, engine, tenant,
         assert not waypoint_store.create_link(
             s, f"{tenant}-other", new["id"], old["id"], kind="association", weight=1.0
         )
-    assert scores()[old["id"]].score == pytest.approx(before[old["id"]].score * 0.5 * 0.3)
+    shown = scores(include_superseded=True)  # by default the newer answers for it and it is not returned
+    assert old["id"] not in scores() and shown[old["id"]].score == pytest.approx(before[old["id"]].score * 0.5 * 0.3)
 
 
 def test_a_newer_version_answers_for_the_older_one_its_question_matches(db, engine, tenant, retriever):
@@ -179,10 +188,14 @@ def test_a_newer_version_answers_for_the_older_one_its_question_matches(db, engi
         assert waypoint_store.create_link(s, tenant, new["id"], old["id"], kind="supersedes", weight=1.0)
     outcome = query(db, retriever, tenant, question, min_score=0)
     ranked = [c.id for c, _ in outcome.matches]
-    assert ranked[0] == new["id"] and ranked.index(old["id"]) > 0
+    assert ranked[0] == new["id"] and old["id"] not in ranked  # it answers for the older one
     newer = outcome.matches[0][0]
     assert newer.inherited == pytest.approx(newer.components["inherited"], abs=1e-6) and newer.inherited > 0
-    assert newer.inherited_from == old["id"] and newer.via == old["id"]
+    assert newer.inherited_from == old["id"] and newer.via == old["id"] and newer.answers_for == (old["id"],)
+    with db.session(tenant) as s:
+        options = RetrievalOptions(include_superseded=True)
+        shown = search(retriever, s, tenant, question, filters=QueryFilters(min_score=0), options=options)
+    assert [c.id for c, _ in shown.matches][:2] == [new["id"], old["id"]]  # the older right below it
 
     with db.session(tenant) as s:
         options = RetrievalOptions(waypoints=False)
@@ -198,8 +211,15 @@ def test_a_chain_of_versions_answers_by_its_last(db, engine, tenant, retriever):
         assert waypoint_store.create_link(s, tenant, second["id"], first["id"], kind="supersedes", weight=1.0)
         assert waypoint_store.create_link(s, tenant, third["id"], second["id"], kind="supersedes", weight=1.0)
     outcome = query(db, retriever, tenant, "desk phone extension third floor", min_score=0)
-    by_id = {c.id: c for c, _ in outcome.matches}
-    assert outcome.matches[0][0].id == third["id"], [c.id for c, _ in outcome.matches]
+    assert [c.id for c, _ in outcome.matches] == [third["id"]]  # the last answers for the chain
+    assert set(outcome.matches[0][0].answers_for) == {first["id"], second["id"]}
+    with db.session(tenant) as s:
+        options = RetrievalOptions(include_superseded=True)
+        shown = search(
+            retriever, s, tenant, "desk phone extension third floor", filters=QueryFilters(min_score=0), options=options
+        )
+    by_id = {c.id: c for c, _ in shown.matches}
+    assert [c.id for c, _ in shown.matches] == [third["id"], second["id"], first["id"]]
     assert by_id[third["id"]].inherited >= by_id[second["id"]].inherited > 0
 
 
