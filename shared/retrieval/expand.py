@@ -130,13 +130,13 @@ def answer_by_latest(
         if candidate is not None and newer not in candidate.superseded_by:
             candidate.superseded_by = tuple(sorted((*candidate.superseded_by, newer), key=str))
             candidate.superseded_on = rows[older].get("valid_to")
-    for memory_id, newer in successors.items():
+    for memory_id, replacing in successors.items():
         candidate = candidates.get(memory_id)
         if candidate is None:
             continue
         candidate.superseded_on = rows[memory_id].get("valid_to")
         latest: set[uuid.UUID] = set()
-        frontier, seen = list(newer), {memory_id}
+        frontier, seen = list(replacing), {memory_id}
         while frontier:
             step = frontier.pop()
             if step in seen:
