@@ -32,7 +32,7 @@ class LifecycleSettings(BaseModel):
 
     # One memory per fact: a text saying what a memory of the tenant says in other case, punctuation or order of
     # parts is that memory (shared.text.fact_key); off, only the same text (after NFKC and spaces) is
-    dedup_facts: bool = Field(default=False, validation_alias=env("MNEMOFLOW_DEDUP_FACTS"))
+    dedup_facts: bool = Field(default=True, validation_alias=env("MNEMOFLOW_DEDUP_FACTS"))
 
     # Updates found at write time (`updates`): a new memory that says a fact changed supersedes the one it updates
     update_detection: bool = Field(

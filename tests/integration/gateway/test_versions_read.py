@@ -114,7 +114,8 @@ def test_a_wrong_supersession_hides_a_true_fact_until_its_link_is_deleted(client
 
 def test_a_near_copy_moves_below_the_other_matches_unless_diversity_is_1(client, tenant):
     first = add(client, tenant, "Thanks, Mel! The ferry leaves at seven.", occurred_at="2026-01-01T09:00:00Z")
-    copy = add(client, tenant, "the ferry leaves at seven, thanks mel", occurred_at="2026-01-02T09:00:00Z")
+    # the same words, not as a rotation: another memory at write (fact dedup), a near copy on the read path
+    copy = add(client, tenant, "mel, thanks! the ferry leaves at seven", occurred_at="2026-01-02T09:00:00Z")
     other = add(client, tenant, "The ferry to the island is slow.", occurred_at="2026-01-03T09:00:00Z")
     add(client, tenant, "Mel likes the morning market.", occurred_at="2026-01-04T09:00:00Z")
     plain = ask(client, tenant, "When does the ferry leave?", diversity=1)

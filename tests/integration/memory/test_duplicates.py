@@ -28,11 +28,6 @@ SAME = ["In the morning Alice likes green tea.", "alice likes green tea in the m
 OTHERS = ["Alice likes green tea in the evening.", "Alice likes green tea in the morning with honey."]
 
 
-@pytest.fixture(scope="module")
-def engine(settings):
-    return MemoryEngine(settings.model_copy(update={"dedup_facts": True}), create_embedder(settings))
-
-
 def add(db, engine, tenant: str, content: str, **fields) -> tuple[dict, bool]:
     with db.session() as s:
         return engine.add(s, tenant, MemoryCreate(content=content, **fields))

@@ -40,17 +40,21 @@ def test_same_content_twice_returns_the_existing_memory(db, engine, tenant):
     again, dedup = add(db, engine, tenant, "  The deploy key lives in the vault   under ops/deploy \n")
     assert dedup and again["id"] == first["id"]
     other_case, dedup_case = add(db, engine, tenant, "the deploy key lives in the vault under ops/deploy")
-    assert not dedup_case and other_case["id"] != first["id"]  # exact match only, never lossy
+    assert dedup_case and other_case["id"] == first["id"]  # one fact in other case (MNEMOFLOW_DEDUP_FACTS)
+    other_path, dedup_path = add(db, engine, tenant, "The deploy key lives in the vault under ops/deploy-prod")
+    assert not dedup_path and other_path["id"] != first["id"]  # a word changed: another fact
     with db.session() as s:
         count = s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
     assert count == 2
 
 
 def test_distinct_short_memories_are_never_merged(db, engine, tenant):
-    # OpenMemory's simhash dedup dropped many of these; exact-hash dedup must keep every one.
-    contents = [f"User likes colour number {i}" for i in range(60)] + ["cats", "cat", "Cats", "dogs"]
-    for c in contents:
-        add(db, engine, tenant, c)
+    # OpenMemory's simhash dedup dropped many of these; the fact key must keep every distinct one.
+    contents = [f"User likes colour number {i}" for i in range(60)] + ["cats", "cat", "dogs", "cats and dogs"]
+    added = [add(db, engine, tenant, c) for c in contents]
+    assert not any(dedup for _, dedup in added)
+    again, dedup = add(db, engine, tenant, "Cats")  # the same word in other case is the same memory
+    assert dedup and again["id"] == added[60][0]["id"]
     with db.session() as s:
         count = s.execute(text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": tenant}).scalar_one()
     assert count == len(contents)
