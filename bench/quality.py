@@ -65,16 +65,16 @@ def ask(
     *,
     mode: str = "",
     reinforce: bool = True,
-    min_score: float | None = None,
+    filters: dict[str, float] | None = None,
 ) -> tuple[list[str], float]:
     """The memory ids a query at the defaults returns (k = 10; `mode` sets the stage switches of an ablation,
-    `min_score` a gate of its own), and the request's milliseconds. `reinforce` True: the request leaves the field
-    out, as a plain client does."""
+    `filters` a gate of its own: `min_score`, `min_evidence`), and the request's milliseconds. `reinforce` True: the
+    request leaves the field out, as a plain client does."""
     body: dict[str, Any] = {"query": question.text, "k": K, "user_id": tenant}
     if mode:
         body["retrieval"] = MODES[mode]
-    if min_score is not None:
-        body["filters"] = {"min_score": min_score}
+    if filters:
+        body["filters"] = filters
     if not reinforce:
         body["reinforce"] = False
     started = time.perf_counter()
@@ -216,21 +216,25 @@ def other_store(question: Question, stores: Sequence[str]) -> str | None:
     return None if other == question.tenant else other
 
 
-GATES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)
+GATES = {
+    "min_score": (0.0, 0.05, 0.1, 0.15, 0.2, 0.3),  # the gate on relevance, the evidence gate off
+    "min_evidence": (0.0, 0.1, 0.15, 0.2, 0.22, 0.25, 0.3),  # the evidence gate, min_score at its default
+}
 
 
-def gate_sweep(client: httpx.Client, corpus: Corpus, stores: Sequence[str]) -> None:
-    """Blindness and off-store injection at each of GATES as `min_score` (the gate on relevance), asked for real
-    (read-only, k = 10): the gate runs over every candidate, not over a top 10 ranked without it."""
-    print(f"\n{corpus.name}: the gate on relevance (min_score) | blind | off-store injection", flush=True)
-    for threshold in GATES:
+def gate_sweep(client: httpx.Client, corpus: Corpus, stores: Sequence[str], gate: str) -> None:
+    """Blindness and off-store injection at each of GATES[gate], asked for real (read-only, k = 10): the gate runs
+    over every candidate, not over a top 10 ranked without it."""
+    print(f"\n{corpus.name}: the gate {gate} | blind | off-store injection", flush=True)
+    for threshold in GATES[gate]:
+        filters = {gate: threshold} | ({"min_evidence": 0.0} if gate == "min_score" else {})
         blind = injected = foreign = 0
         for q in corpus.questions:
-            blind += not ask(client, q, q.tenant, reinforce=False, min_score=threshold)[0]
+            blind += not ask(client, q, q.tenant, reinforce=False, filters=filters)[0]
             other = other_store(q, stores)
             if other is not None:
                 foreign += 1
-                injected += bool(ask(client, q, other, reinforce=False, min_score=threshold)[0])
+                injected += bool(ask(client, q, other, reinforce=False, filters=filters)[0])
         share = f"{injected / foreign:.1%}" if foreign else "-"
         print(f"| {threshold:.2f} | {blind / len(corpus.questions):.1%} | {share} |", flush=True)
 
@@ -249,7 +253,12 @@ def main() -> None:
     )
     parser.add_argument("--no-usage", action="store_true", help="skip the used-store protocol (one copy, fresh only)")
     parser.add_argument(
-        "--gate-sweep", action="store_true", help="also print blindness and injection over a range of min_score"
+        "--gate-sweep",
+        action="store_true",
+        help="also print blindness and injection over a range of min_score, then of min_evidence",
+    )
+    parser.add_argument(
+        "--foreign-claims", action="store_true", help="also ask SciFact's claims in a LoCoMo store (not loading it)"
     )
     parser.add_argument("--limit-queries", type=int, default=0, help="first N questions of each set (0: all)")
     parser.add_argument("--limit-docs", type=int, default=0, help="SciFact: gold abstracts plus others up to N")
@@ -308,8 +317,11 @@ def main() -> None:
             locomo_stores = list(foreign.docs)
         for corpus in corpora:  # a conversation's questions in the next conversation's store; claims in one
             injected[corpus.name] = injection(client, corpus.questions, locomo_stores)
-            if args.gate_sweep:
-                gate_sweep(client, corpus, locomo_stores)
+            for gate in GATES if args.gate_sweep else ():
+                gate_sweep(client, corpus, locomo_stores, gate)
+        if args.foreign_claims and "scifact" not in {c.name for c in corpora}:
+            claims = load_scifact(args.data, run, args.limit_queries, 0).questions
+            injected["SciFact claims"] = injection(client, claims, locomo_stores)
         if not args.no_usage:
             for corpus in corpora:
                 results[(corpus.name, "used")] = scores = used(client, corpus, mappings[corpus.name])
@@ -343,6 +355,8 @@ def report(
     args: argparse.Namespace,
 ) -> None:
     print(f"\nretrieval quality through POST /memory/query, provider {args.provider}, client {args.client}, k = {K}")
+    if "SciFact claims" in injected:
+        print(f"SciFact's claims asked in a LoCoMo store: {injected['SciFact claims']:.1%} return something")
     for corpus in corpora:
         first, second = metrics_of(corpus)
         print(f"\n{corpus.name}: {len(corpus.questions)} questions")

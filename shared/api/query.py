@@ -27,6 +27,14 @@ class QueryFilters(BaseModel):
         description="the least relevance (a match's similarity component) a memory needs to be returned; default "
         "MNEMOFLOW_MIN_SCORE (0.1). Salience, recency and use do not move it",
     )
+    min_evidence: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="the least evidence (absolute: the query's raw cosine to a memory, the share of its terms the "
+        "memory has, less its names the store has never seen) the best candidate needs, else the query returns "
+        "nothing; default MNEMOFLOW_MIN_EVIDENCE (0.15), 0 = off",
+    )
     user_id: UserId | None = None
     tags: list[str] | None = None
     start_time: datetime | None = Field(default=None, alias="startTime", description="stored at or after")
@@ -218,4 +226,12 @@ class QueryResponse(BaseModel):
     )
     query_sectors: list[str] | None = Field(
         default=None, description="The sectors whose vectors were searched, with explain: true."
+    )
+    evidence: float | None = Field(
+        default=None,
+        description="With explain: true, the best candidate's evidence, which the gate compares with min_evidence "
+        "(under it, nothing is returned)",
+    )
+    unknown_names: list[str] | None = Field(
+        default=None, description="With explain: true, the query's names that no memory of the store has"
     )

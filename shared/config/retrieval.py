@@ -8,11 +8,13 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from shared.config.parsing import env
+from shared.retrieval.evidence import GateParams
 from shared.retrieval.lexical import LexicalParams
 from shared.retrieval.params import RetrievalParams
 from shared.retrieval.scoring import ScoreWeights, ScoringParams
 
 _READ = RetrievalParams()
+_GATE = GateParams()
 _LEXICAL = LexicalParams()
 _SCORING = ScoringParams()
 _WEIGHTS = ScoreWeights()
@@ -25,6 +27,9 @@ class RetrievalSettings(BaseModel):
     min_score: float = Field(
         default=_READ.min_score, ge=0.0, le=1.0, validation_alias=env("MNEMOFLOW_MIN_SCORE", "OM_MIN_SCORE")
     )
+    min_evidence: float = Field(default=_GATE.min_evidence, ge=0.0, le=1.0)
+    gate_cosine_floor: float = Field(default=_GATE.cosine_floor, ge=0.0, le=0.9)
+    gate_unknown_name_weight: float = Field(default=_GATE.unknown_name_weight, ge=0.0, le=1.0)
     candidate_multiplier: int = Field(default=_READ.candidate_multiplier, ge=1, le=50)
     query_parallel_threads: int = Field(default=_READ.parallel_threads, ge=0, le=256)
     dense_min_similarity: float = Field(default=_READ.dense_min_similarity, ge=-1.0, le=1.0)
@@ -68,6 +73,11 @@ class RetrievalSettings(BaseModel):
             default_k=self.default_k,
             max_k=self.max_k,
             min_score=self.min_score,
+            gate=GateParams(
+                min_evidence=self.min_evidence,
+                cosine_floor=self.gate_cosine_floor,
+                unknown_name_weight=self.gate_unknown_name_weight,
+            ),
             candidate_multiplier=self.candidate_multiplier,
             dense_min_similarity=self.dense_min_similarity,
             rrf_k=self.rrf_k,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
@@ -23,12 +23,13 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_query_timed
 from shared.memory import sectors as sector_rules
 from shared.memory.sectors import group_sectors
+from shared.retrieval.evidence import QueryTerms, names_in, query_terms, without_time
 from shared.retrieval.fusion import Candidate
 from shared.retrieval.lexical import LexicalParams
 from shared.retrieval.params import RetrievalParams
 from shared.retrieval.temporal import Period, query_period
 from shared.storage import bm25, search
-from shared.storage.candidates import fused_with_links, prelude
+from shared.storage.candidates import Prelude, fused_with_links, prelude
 from shared.storage.rows import SectorVector
 from shared.storage.search import FetchedLinks
 from shared.storage.sector_models import per_sector
@@ -49,7 +50,8 @@ class Found:
     sectors: tuple[str, ...]  # the sectors whose vectors were searched
     max_lexical: float  # the best BM25 score: lexical strength is relative to it
     period: Period | None  # the period the query names, if time anchoring is on
-    fetched: FetchedLinks  # the hits' rows and links, read with the candidates
+    fetched: FetchedLinks  # the hits' rows and links, read with the candidates (each with its `query_terms`)
+    terms: QueryTerms | None = None  # the query's terms in the tenant, for the evidence gate (None: gate off)
     calls: list[EmbedCall] = field(default_factory=list)  # model calls made (not cache hits)
 
 
@@ -93,8 +95,9 @@ class CandidateSearch:
             if options.dense
             else ()
         )
-        beside: Future[tuple[list[Any], set[tuple[str, int]], float]] | None = None
-        if side_session is not None and self._side is not None and (options.lexical or dims):
+        beside: Future[tuple[Prelude, float]] | None = None
+        gated = ask.weighs_evidence
+        if side_session is not None and self._side is not None and (options.lexical or gated or dims):
             beside = self._side.submit(self._prelude_beside, side_session, ask, sectors, dims)
         queries, calls = self.embed(ask.text, ask.user_id)
         watch.lap("embed")
@@ -102,19 +105,21 @@ class CandidateSearch:
         # (the terms' statistics, and the compressed rungs' probe), `dense` the one statement, `fetch` the reading
         # of its rows.
         if beside is not None:
-            terms, present, prelude_ms = beside.result()
+            first, prelude_ms = beside.result()
             watch.lap("lexical_wait")
             watch.laps["lexical"] = prelude_ms
         else:
-            terms, present = self._prelude(session, ask, sectors, dims)
+            first = self._prelude(session, ask, sectors, dims)
             watch.lap("lexical")
+        terms, present = first.terms, first.present
+        asked = self._query_terms(first, named_period=bool(period)) if gated else None
         searched = {sector: queries[sector] for sector in sectors} if options.dense else {}
         rungs = search.smaller_rungs(searched, self.ladder) if searched else []
         if rungs != dims:  # a model whose vectors are not `dim` long: probed again, for the rungs they have
             present = search.compressed_rungs(session, ask.user_id, sectors, rungs) if rungs else set()
         lexical = (
             bm25.lexical_plan(terms, ask.user_id, limit=ask.pool, where=ask.where, params=self.lexical)
-            if options.lexical
+            if options.lexical and terms
             else None
         )
         # No similarity floor for what the period's search finds: the period is what selects them ("what did we say
@@ -148,26 +153,34 @@ class CandidateSearch:
             ladder=self.ladder,
             period=period_search,
             on_read=lambda: watch.lap("dense"),
+            query_lexemes=asked.lexemes if asked else (),
         )
         hits = {h["id"]: Candidate(**h) for h in found.hits}
         watch.lap("fetch")
-        return Found(hits, queries, sectors, found.max_lexical, period, found.fetched, calls)
+        return Found(hits, queries, sectors, found.max_lexical, period, found.fetched, asked, calls)
 
-    def _prelude(
-        self, session: Session, ask: Ask, sectors: Sequence[str], dims: Sequence[int]
-    ) -> tuple[list[Any], set[tuple[str, int]]]:
-        """The query terms' statistics (full text on) and the compressed rungs among `dims` the tenant has, in one
-        round trip."""
-        text = ask.text if ask.options.lexical else None
-        return prelude(session, ask.user_id, text, self.lexical.config, sectors, dims)
+    @staticmethod
+    def _query_terms(first: Prelude, *, named_period: bool) -> QueryTerms:
+        """The evidence gate's view of the query; a query naming a period has its time words answered by dates."""
+        documents = int(first.terms[0].documents or 0) if first.terms else 0
+        df = {r.lexeme: int(r.df) for r in first.terms}
+        return query_terms(without_time(df) if named_period else df, documents, first.names)
+
+    def _prelude(self, session: Session, ask: Ask, sectors: Sequence[str], dims: Sequence[int]) -> Prelude:
+        """The query terms' statistics (full text or the evidence gate on), its names' (the gate on) and the
+        compressed rungs among `dims` the tenant has, in one round trip."""
+        gated = ask.weighs_evidence
+        text = ask.text if ask.options.lexical or gated else None
+        names = names_in(ask.text) if gated else ()
+        return prelude(session, ask.user_id, text, self.lexical.config, sectors, dims, names)
 
     def _prelude_beside(
         self, side_session: SessionFactory, ask: Ask, sectors: Sequence[str], dims: Sequence[int]
-    ) -> tuple[list[Any], set[tuple[str, int]], float]:
+    ) -> tuple[Prelude, float]:
         started = time.perf_counter()
         with side_session() as session:
-            terms, present = self._prelude(session, ask, sectors, dims)
-        return terms, present, round((time.perf_counter() - started) * 1000, 3)
+            first = self._prelude(session, ask, sectors, dims)
+        return first, round((time.perf_counter() - started) * 1000, 3)
 
     def embed(self, text: str, tenant: str) -> tuple[dict[str, SectorVector], list[EmbedCall]]:
         """The query embedded by each sector's model (once per model; the tenant's cache entry may answer instead)."""

@@ -73,6 +73,9 @@ def expand(ask: Ask, found: Found, *, max_hops: int) -> Expanded:
         candidates = dict(hits)
     if options.waypoints and supersedes:
         inherit(candidates, supersedes, rows, lambda i, c: own_relevance(c, cosine=cosine_of(i, c)))
+    # every candidate's cosine, the hidden and filtered ones' too: the evidence gate weighs a latest version by the
+    # versions it answers for or inherits from
+    cosines = {i: cosine_of(i, c) for i, c in candidates.items() if i in rows}
     if ask.where.active:  # linked memories must pass the same filters as direct hits
         candidates = {i: c for i, c in candidates.items() if i in rows and ask.where.passes(rows[i])}
     # with waypoints off, versions are ignored like every other link: nothing answers for a superseded memory, so it
@@ -81,7 +84,6 @@ def expand(ask: Ask, found: Found, *, max_hops: int) -> Expanded:
     pairs = answer_by_latest(candidates, supersedes, successors, rows, keep=shown) if options.waypoints else []
     if not shown:
         candidates = {i: c for i, c in candidates.items() if i not in retired}
-    cosines = {i: cosine_of(i, c) for i, c in candidates.items() if i in rows}
     if options.waypoints and scoring.context_weight > 0 and reading_order:  # what surrounds it in reading order
         own = {  # a superseded memory lends no context (it still has its own)
             i: 0.0 if i in retired else own_relevance(c, cosine=cosines[i])

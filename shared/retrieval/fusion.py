@@ -45,6 +45,7 @@ class Candidate:
     period_rank: int | None = None  # its rank in the search of that period, when that search found it
     similarity: float = 0.0
     relevance: float = 0.0  # how well it matches the query (the composite's similarity component): the gate's
+    evidence: float | None = None  # what it shares with the query in absolute terms (evidence.py; the gate on)
     score: float = 0.0
     # The trace's components (`components`), kept as scoring left them until first read: a query scores ~100
     # candidates and returns a handful, and rounding every component of every one was 40 % of the score stage.

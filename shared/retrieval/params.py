@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from shared.retrieval.evidence import GateParams
 
 
 @dataclass(frozen=True)
@@ -15,6 +17,9 @@ class RetrievalParams:
     # which salience, recency and use do not move) a memory needs to be returned. 0.1 returns a paraphrase that
     # shares no word with the query (MiniLM cosine ~0.2) and drops what is near no memory (docs/retrieval.md)
     min_score: float = 0.1
+    # The evidence gate (MNEMOFLOW_MIN_EVIDENCE; a request may set its own): a query whose best candidate shares too
+    # little with it in absolute terms (raw cosine, covered terms, unknown names) returns nothing (evidence.py)
+    gate: GateParams = field(default_factory=GateParams)
     candidate_multiplier: int = 4  # each ranker returns k x this candidates
     # kNN always returns neighbours; below this cosine a "neighbour" is noise, not a dense hit.
     dense_min_similarity: float = 0.05

@@ -1,6 +1,6 @@
-"""Stage 4 of the read path: what is returned. The threshold gate, MMR for diversity, versions of a fact in answering
-order, the token budget, the payload (content, metadata) of the memories kept (the hot tier's from the Redis cache,
-the rest in one query), and near copies below the other matches."""
+"""Stage 4 of the read path: what is returned. The gates (relevance per memory, evidence per query), MMR for
+diversity, versions of a fact in answering order, the token budget, the payload (content, metadata) of the memories
+kept (the hot tier's from the Redis cache, the rest in one query), and near copies below the other matches."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session
 
 from shared.retrieval.copies import copies_last
+from shared.retrieval.evidence import GateParams, QueryTerms, coverage, evidence
 from shared.retrieval.fusion import Candidate
 from shared.retrieval.hot_rows import PAYLOAD_FIELDS, HotRowCache
 from shared.retrieval.mmr import comparable, mmr_order
@@ -30,6 +31,7 @@ Match = tuple[Candidate, dict[str, Any]]
 class Selection:
     matches: list[Match]  # best first, each with its row (payload included)
     packing: Packing | None  # when the query set a token budget
+    evidence: float | None = None  # the best candidate's (the evidence gate on, some candidate relevant)
 
 
 class Selector:
@@ -48,10 +50,18 @@ class Selector:
         watch: Stopwatch,
         *,
         supersedes: Sequence[tuple[uuid.UUID, uuid.UUID]] = (),
+        terms: QueryTerms | None = None,
     ) -> Selection:
+        """`terms` (the query's; each candidate's evidence weighed by `weigh_evidence`): the evidence gate is on."""
         ranked = list(scored)
+        best = None
         if ask.options.rank == "composite":  # the gate reads relevance alone; the fused rank has no gate
             ranked = [pair for pair in ranked if pair[0].relevance >= ask.min_score]
+            weighed = [c.evidence for c, _ in ranked if c.evidence is not None]
+            if terms is not None and weighed:  # and a query with too little evidence gets nothing
+                best = max(weighed)
+                if ask.gate.min_evidence > 0 and best < ask.gate.min_evidence:
+                    ranked = []
         ranked.sort(key=lambda pair: (-pair[0].score, str(pair[0].id)))
         if ask.diversity is not None and len(ranked) > 1:  # MMR re-orders what passed the gate
             ranked = self._diversify(session, ranked, queries, ask.diversity)
@@ -70,8 +80,15 @@ class Selector:
         top = [(c, row) for c, row in top if "content" in row]  # deleted between the two reads
         if ask.diversity != 1.0 and len(top) > 1:  # near copies below the other matches (diversity 1: off)
             top = copies_below(top)
+        if terms is not None and best is not None:  # why the gate let the query through, on each match
+            for c, row in top:
+                c.components["coverage"] = round(coverage(terms, row.get("query_terms") or ()), 6)
+                if terms.unknown_share:
+                    c.components["unknown_names"] = round(terms.unknown_share, 6)
+                if c.evidence is not None:
+                    c.components["evidence"] = round(c.evidence, 6)
         watch.lap("payload")
-        return Selection(top, packing)
+        return Selection(top, packing, best)
 
     def _diversify(
         self, session: Session, ranked: list[Match], queries: Mapping[str, SectorVector], diversity: float
@@ -127,3 +144,23 @@ def copies_below(top: list[Match]) -> list[Match]:
         candidate = by_id[copy][0]
         candidate.copy_of, candidate.score = original, min(candidate.score, floor)
     return [by_id[memory_id] for memory_id in order]
+
+
+def weigh_evidence(
+    candidates: Mapping[uuid.UUID, Candidate],
+    rows: Mapping[uuid.UUID, Mapping[str, Any]],
+    cosines: Mapping[uuid.UUID, float | None],
+    terms: QueryTerms,
+    params: GateParams,
+) -> None:
+    """Each candidate's evidence (`evidence.py`), stored on it. A newer version has the evidence of the older ones it
+    answers for or inherits from (`expand`) too: a question is usually worded as the first statement was."""
+
+    def own(memory_id: uuid.UUID) -> float:
+        covered = coverage(terms, rows[memory_id].get("query_terms") or ())
+        return evidence(cosines.get(memory_id), covered, terms.unknown_share, params)
+
+    for memory_id, candidate in candidates.items():
+        if memory_id in rows:
+            older = {*candidate.answers_for, *filter(None, [candidate.inherited_from])} & rows.keys()
+            candidate.evidence = max([own(memory_id), *(own(o) for o in older)])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
@@ -24,12 +24,13 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall
 from shared.errors import InvalidInput
 from shared.retrieval.candidates import CandidateSearch, SessionFactory
+from shared.retrieval.evidence import GateParams
 from shared.retrieval.expand import expand
 from shared.retrieval.fusion import Candidate
 from shared.retrieval.hot_rows import HotRowCache
 from shared.retrieval.packing import Packing
 from shared.retrieval.scoring import ScoringParams, score_all
-from shared.retrieval.select import Selector
+from shared.retrieval.select import Selector, weigh_evidence
 from shared.retrieval.versions import asks_about_the_past
 from shared.storage.rows import MemoryFilter
 
@@ -46,11 +47,18 @@ class Ask:
     wanted_sectors: tuple[str, ...] | None  # the filter's sectors, which are also the ones searched
     options: RetrievalOptions
     min_score: float
+    gate: GateParams  # min_evidence as the request sets it (0: off)
+    explain: bool  # the trace is wanted: evidence is weighed even with the gate off
     token_budget: int | None
     diversity: float | None
     scoring: ScoringParams
     now: datetime
     past: bool = False  # the question asks what a fact was before it changed: the older version answers
+
+    @property
+    def weighs_evidence(self) -> bool:
+        """Evidence is weighed when the gate is on, or the trace is wanted; never for the fused rank (no gate)."""
+        return (self.gate.min_evidence > 0 or self.explain) and self.options.rank == "composite"
 
 
 @dataclass
@@ -65,6 +73,8 @@ class QueryOutcome:
     packing: Packing | None = None  # when the query set a token budget
     query_sectors: tuple[str, ...] = ()  # the sectors whose vectors were searched
     embed_calls: list[EmbedCall] = field(default_factory=list)  # model calls made for the query (not cache hits)
+    evidence: float | None = None  # the best candidate's, when the evidence gate weighed any
+    unknown_names: tuple[str, ...] = ()  # the query's names no memory of the tenant has (the gate on)
 
 
 class Stopwatch:
@@ -124,6 +134,10 @@ class Retriever:
             wanted_sectors=tuple(wanted) if wanted else None,
             options=request.retrieval,
             min_score=filters.min_score if filters.min_score is not None else self.params.min_score,
+            gate=self.params.gate
+            if filters.min_evidence is None
+            else replace(self.params.gate, min_evidence=filters.min_evidence),
+            explain=request.explain,
             token_budget=request.token_budget,
             diversity=request.diversity,
             scoring=self.scoring.for_request(request.recency_weight),
@@ -160,7 +174,11 @@ class Retriever:
             params=ask.scoring,
             fusion_only=ask.options.rank == "fusion",
         )
-        selection = self.selector.select(session, ask, scored, found.queries, watch, supersedes=expanded.supersedes)
+        if found.terms is not None:
+            weigh_evidence(expanded.candidates, expanded.rows, expanded.cosines, found.terms, ask.gate)
+        selection = self.selector.select(
+            session, ask, scored, found.queries, watch, supersedes=expanded.supersedes, terms=found.terms
+        )
         watch.total()
         return QueryOutcome(
             matches=selection.matches,
@@ -171,4 +189,6 @@ class Retriever:
             packing=selection.packing,
             query_sectors=found.sectors,
             embed_calls=found.calls,
+            evidence=selection.evidence,
+            unknown_names=found.terms.unknown_names if found.terms else (),
         )

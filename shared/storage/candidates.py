@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy.orm import Session
 
@@ -32,29 +32,61 @@ PAYLOAD_COLUMNS = ", ".join(
 )
 
 
+class Prelude(NamedTuple):
+    """What `prelude` read: the query terms' statistics (`bm25.term_stats`' rows, in the lexemes' order), the
+    compressed rungs present, and each of the query's names with its lexemes' document frequencies."""
+
+    terms: list[Any]
+    present: set[tuple[str, int]]
+    names: dict[str, dict[str, int]]  # name -> {lexeme: df in the tenant}; a stop word has no lexeme
+
+
 def prelude(
-    session: Session, user_id: str, query: str | None, config: str, sectors: Sequence[str], dims: Sequence[int]
-) -> tuple[list[Any], set[tuple[str, int]]]:
+    session: Session,
+    user_id: str,
+    query: str | None,
+    config: str,
+    sectors: Sequence[str],
+    dims: Sequence[int],
+    names: Sequence[str] = (),
+) -> Prelude:
     """What the one statement needs to be written, in one round trip: `bm25.term_stats` of `query` (None: no full
-    text) and `search.compressed_rungs` among `dims`."""
-    parts, params = [], {"user_id": user_id}
+    text), `search.compressed_rungs` among `dims`, and the lexemes of the query's `names` with their document
+    frequencies (the evidence gate's unknown names)."""
+    parts: list[str] = []
+    params: dict[str, Any] = {"user_id": user_id}
+    none = "CAST(NULL AS text) AS name"
     if query is not None:
         parts.append(
             "SELECT lexeme, df, documents, total_length, CAST(NULL AS text) AS sector, CAST(NULL AS integer) AS dim, "
-            f"row_number() OVER (ORDER BY lexeme) AS n FROM ({bm25.TERM_STATS_SQL}) AS terms"
+            f"row_number() OVER (ORDER BY lexeme) AS n, {none} FROM ({bm25.TERM_STATS_SQL}) AS terms"
         )
         params |= {"config": config, "query": query}
     if dims:
         parts.append(
             "SELECT CAST(NULL AS text) AS lexeme, CAST(NULL AS bigint) AS df, CAST(NULL AS bigint) AS documents, "
-            "CAST(NULL AS bigint) AS total_length, sector, dim, CAST(NULL AS bigint) AS n "
+            f"CAST(NULL AS bigint) AS total_length, sector, dim, CAST(NULL AS bigint) AS n, {none} "
             f"FROM ({search.rungs_sql(sectors, dims)}) AS rungs"
         )
+    if names:
+        parts.append(
+            "SELECT t.lexeme, COALESCE(ts.df, 0) AS df, CAST(NULL AS bigint) AS documents, "
+            "CAST(NULL AS bigint) AS total_length, CAST(NULL AS text) AS sector, CAST(NULL AS integer) AS dim, "
+            "CAST(NULL AS bigint) AS n, nm.name "
+            "FROM unnest(CAST(:names AS text[])) AS nm(name) "
+            "CROSS JOIN LATERAL unnest(to_tsvector(CAST(:config AS regconfig), nm.name)) AS t "
+            "LEFT JOIN term_stats ts ON ts.user_id = :user_id AND ts.lexeme = t.lexeme"
+        )
+        params |= {"config": config, "names": list(names)}
     if not parts:
-        return [], set()
+        return Prelude([], set(), {})
     rows = read_rows(session, " UNION ALL ".join(f"({part})" for part in parts), params)
     terms = sorted((r for r in rows if r.n is not None), key=lambda r: r.n)  # in the lexemes' order
-    return terms, {(r.sector, int(r.dim)) for r in rows if r.sector is not None}
+    found: dict[str, dict[str, int]] = {name: {} for name in names}
+    for r in rows:
+        if r.name is not None:
+            found[r.name][r.lexeme] = int(r.df)
+    return Prelude(terms, {(r.sector, int(r.dim)) for r in rows if r.sector is not None}, found)
 
 
 @dataclass
@@ -84,13 +116,15 @@ def fused_with_links(
     ladder: Callable[[int], Sequence[int]],
     period: tuple[str, dict[str, Any]] | None = None,
     on_read: Callable[[], None] | None = None,
+    query_lexemes: Sequence[str] = (),
 ) -> FusedHits:
     """The `limit` best of full text (`lexical`: `bm25.lexical_plan`'s statement, None for none) and the vector
     search of the `searched` sectors (none when empty) fused by RRF, and their rows and links up to `max_hops`
     away, each row's cosine measured with `queries` (the query as every sector's model embeds it).
     `period`: `search.period_plan`'s statement, or None; what it finds is a hit too, with its `period_rank` (and,
     when no ranker found it, its similarity there as `dense_similarity`), after the fused ones in that rank's order.
-    `on_read`: called once the statement's rows are in, before they are read (the caller's timing)."""
+    `on_read`: called once the statement's rows are in, before they are read (the caller's timing).
+    `query_lexemes`: each row gets `query_terms`, those of them its text has (the evidence gate's coverage)."""
     params: dict[str, Any] = {"user_id": user_id, "max_hops": max_hops, "rrf_k": rrf_k}
     if lexical is not None:
         lexical_sql, lexical_params = lexical
@@ -122,6 +156,13 @@ def fused_with_links(
             SELECT p.id, NULL, NULL, NULL, p.sim, 0, p.rank FROM period_ranked p
             WHERE NOT EXISTS (SELECT 1 FROM best b WHERE b.id = p.id)
         )"""
+    covered = ""
+    if query_lexemes:
+        params["query_lexemes"] = list(query_lexemes)
+        covered = (
+            ", ARRAY(SELECT u.lexeme FROM unnest(m.search) AS u "
+            "WHERE u.lexeme = ANY(CAST(:query_lexemes AS text[]))) AS query_terms"
+        )
     # The `WITH` of links_sql continues the candidates' CTEs.
     expansion = links_sql(
         queries,
@@ -131,7 +172,8 @@ def fused_with_links(
         known_cosine="ARRAY(SELECT id FROM fused WHERE dense_similarity IS NOT NULL)",
         extra_columns=", " + ", ".join(f"f.{column}" for column in HIT_COLUMNS) + ", "
         f"f.id IS NOT NULL AS hit, (SELECT max(score) FROM lexical) AS max_lexical, {CARRIED} AS carried, "
-        + PAYLOAD_COLUMNS,
+        + PAYLOAD_COLUMNS
+        + covered,
         joins=" LEFT JOIN fused f ON f.id = m.id",
     ).replace("WITH direct AS (", ", direct AS (", 1)
     statement = f"""

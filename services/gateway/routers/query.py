@@ -37,6 +37,8 @@ def query_memories(body: QueryRequest, state: StateDep, principal: PrincipalDep)
         else None,
         timings_ms=outcome.timings_ms if body.explain else None,
         query_sectors=list(outcome.query_sectors) if body.explain else None,
+        evidence=None if outcome.evidence is None or not body.explain else round(outcome.evidence, 6),
+        unknown_names=list(outcome.unknown_names) if body.explain and outcome.unknown_names else None,
     )
     return Response(answer.model_dump_json(exclude_none=True), media_type="application/json")
 

@@ -39,6 +39,7 @@ class Options:
     user_id: str | None = None
     index_fields: tuple[str, ...] | None = None
     min_score: float | None = 0.0
+    min_evidence: float | None = 0.0
     max_k: int = 200
     page_size: int = 200
 
@@ -147,6 +148,7 @@ def _ranked(op: SearchOp, prefix: tuple[str, ...], options: Options) -> Operatio
                 "k": k,
                 "tags": [mapping.namespace_tag(prefix)],
                 "min_score": options.min_score,
+                "min_evidence": options.min_evidence,
                 "reinforce": None if op.refresh_ttl else False,
                 "user_id": options.user_id,
             },

@@ -220,6 +220,7 @@ class Mnemoflow(SyncBase):
         sectors: Sequence[str] | None = None,
         tags: Sequence[str] | None = None,
         min_score: float | None = None,
+        min_evidence: float | None = None,
         start_time: When | None = None,
         end_time: When | None = None,
         occurred_after: When | None = None,
@@ -233,7 +234,8 @@ class Mnemoflow(SyncBase):
     ) -> QueryResponse:
         """The memories that matter for `query`, best first, at most `k` (default: the server's).
 
-        Filters: `sector`/`sectors`, `tags` (all of them), `min_score` (least relevance), stored between
+        Filters: `sector`/`sectors`, `tags` (all of them), `min_score` (least relevance), `min_evidence` (the
+        least evidence the best candidate needs, else nothing is returned; 0: that gate off), stored between
         `start_time` and `end_time`, happened between `occurred_after` and `occurred_before`. `explain` adds each
         match's trace and the stages' timings; `token_budget` packs the best that fit in that many tokens;
         `diversity` (MMR's lambda) trades relevance for variety; `recency_weight` favours fresh memories;
@@ -247,6 +249,7 @@ class Mnemoflow(SyncBase):
                 sectors=sectors,
                 tags=tags,
                 min_score=min_score,
+                min_evidence=min_evidence,
                 startTime=start_time,
                 endTime=end_time,
                 occurred_after=occurred_after,

@@ -30,8 +30,8 @@ class MnemoflowRetriever(BaseRetriever):
 
     Fields: `client` (a `Mnemoflow`) and/or `async_client` (an `AsyncMnemoflow`; without it, `ainvoke` runs the
     sync client in a thread), `k`, `user_id` [the client's], `tags` (only memories carrying all of them),
-    `namespace` (only the items of a `MnemoflowStore` under this namespace prefix), `min_score` [the gateway's],
-    `reinforce` [the gateway's: a query reinforces what it returns].
+    `namespace` (only the items of a `MnemoflowStore` under this namespace prefix), `min_score` and
+    `min_evidence` [the gateway's], `reinforce` [the gateway's: a query reinforces what it returns].
     """
 
     client: Mnemoflow | None = None
@@ -41,6 +41,7 @@ class MnemoflowRetriever(BaseRetriever):
     tags: list[str] | None = None
     namespace: tuple[str, ...] | None = None
     min_score: float | None = None
+    min_evidence: float | None = None
     reinforce: bool | None = None
 
     def _query_args(self, query: str) -> dict[str, Any]:
@@ -53,6 +54,7 @@ class MnemoflowRetriever(BaseRetriever):
             "user_id": self.user_id,
             "tags": tags or None,
             "min_score": self.min_score,
+            "min_evidence": self.min_evidence,
             "reinforce": self.reinforce,
         }
 

@@ -41,6 +41,8 @@ class MnemoflowStore(BaseStore):
             `"notes[*].body"`) [the whole value: `name: value` a line per field]; a put's `index=` overrides it.
         min_score: the least relevance a query's match needs to be returned [0: the best `limit`, however weak;
             None: the gateway's MNEMOFLOW_MIN_SCORE].
+        min_evidence: the least evidence a query's best match needs for the query to return anything [0: off, a
+            store's search ranks what it has; None: the gateway's MNEMOFLOW_MIN_EVIDENCE].
         max_k: the most matches one query asks for (the gateway's MNEMOFLOW_MAX_K, 200 by default): a search with a
             query sees at most this many of the best matches, before its filter and offset.
     """
@@ -55,6 +57,7 @@ class MnemoflowStore(BaseStore):
         user_id: str | None = None,
         index_fields: Sequence[str] | None = None,
         min_score: float | None = 0.0,
+        min_evidence: float | None = 0.0,
         max_k: int = 200,
     ) -> None:
         self._owned = client is None and async_client is None
@@ -69,6 +72,7 @@ class MnemoflowStore(BaseStore):
             user_id=user_id,
             index_fields=tuple(index_fields) if index_fields is not None else None,
             min_score=min_score,
+            min_evidence=min_evidence,
             max_k=max_k,
         )
 
