@@ -9,12 +9,17 @@ is the floor any full pipeline stands on. Prints both and the ratio.
     python -m bench.query --sizes 100000 --crowd 200           # the large one among 200 tenants of 50
     python -m bench.query --sizes 1000000 --queries 300      # bulk-loaded (~25 min here)
     python -m bench.query --sizes 100000 --adds 300            # and single adds, with the write steps and without
+    python -m bench.query --sizes 100000 --gate-ab 500         # and queries with the evidence gate and without
 
 `--adds N`: after the queries, N single adds (`POST /memory/add`, LoCoMo's turns as a plain client sends them:
 content and a `session_id`) to the store, alternating between the stack at its defaults and a second gateway on the
 same store with the issue-48 write steps off (MNEMOFLOW_UPDATE_DETECTION, MNEMOFLOW_DEDUP_FACTS): the steps' cost
 at that size, measured in the same run. The model is the stack's (synthetic unless MNEMOFLOW_EMBEDDING_PROVIDER
 says otherwise), so a change cue's second model call costs what that model costs.
+
+`--gate-ab N`: N queries each way, alternating between the stack at its defaults and a second gateway on the same
+store with the evidence gate off (MNEMOFLOW_MIN_EVIDENCE=0), as a plain client asks (no `explain`, reinforcement
+on): what the gate adds to a query at that size, in the same run.
 
 Stores up to --bulk-from memories go through the engine's write path and the background merge, as
 the workers would. Larger ones are bulk-loaded: memories and vectors written by the same engine with
@@ -245,6 +250,28 @@ def adds_ab(url: str, srv: Servers, n: int) -> tuple[list[float], list[float]]:
     return samples[on], samples[off]
 
 
+GATE_OFF = {"MNEMOFLOW_MIN_EVIDENCE": "0"}
+
+
+def queries_ab(url: str, srv: Servers, qs: list[str], k: int, n: int) -> tuple[list[float], list[float]]:
+    """Wall-clock ms of `n` queries at the defaults and `n` with the evidence gate off, alternating (one client)."""
+    with stack(url, srv.redis_url) as on, stack(url, srv.redis_url, env=GATE_OFF) as off:
+        samples: dict[str, list[float]] = {on: [], off: []}
+        clients = {g: httpx.Client(base_url=g, timeout=30) for g in (on, off)}
+        try:
+            for i in range(2 * n + 40):
+                gateway = (on, off)[i % 2]
+                body = {"query": qs[(i // 2) % len(qs)], "k": k, "user_id": USER}
+                started = time.perf_counter()
+                clients[gateway].post("/memory/query", json=body).raise_for_status()
+                if i >= 40:  # the first 20 each way warm the caches and the connections
+                    samples[gateway].append((time.perf_counter() - started) * 1000)
+        finally:
+            for client in clients.values():
+                client.close()
+    return samples[on], samples[off]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -279,6 +306,7 @@ def main() -> None:
         "the period (every memory of the store happened in it, so MNEMOFLOW_PERIOD_SCAN_LIMIT are compared)",
     )
     parser.add_argument("--adds", type=int, default=0, help="and this many single adds each way (see above)")
+    parser.add_argument("--gate-ab", type=int, default=0, help="and this many queries each way (see above)")
     args = parser.parse_args()
 
     rows = []
@@ -328,6 +356,14 @@ def main() -> None:
                     f"[query{label}] n={size:,}: ours p50 {ours['p50']:.1f} p95 {ours['p95']:.1f} "
                     f"p99 {ours['p99']:.1f} ms | bare HNSW p50 {base['p50']:.1f} p95 {base['p95']:.1f} ms | "
                     f"the model alone p50 {own['p50']:.1f} p95 {own['p95']:.1f} ms (loaded at {load_rate:,.0f}/s)",
+                    flush=True,
+                )
+            if args.gate_ab:
+                gated, ungated = (percentiles(s) for s in queries_ab(url, srv, qs, args.k, args.gate_ab))
+                print(
+                    f"[query, gate] n={size:,}: defaults p50 {gated['p50']:.1f} p95 {gated['p95']:.1f} ms | "
+                    f"gate off p50 {ungated['p50']:.1f} p95 {ungated['p95']:.1f} ms | p50 "
+                    f"{gated['p50'] - ungated['p50']:+.1f} ms, p95 {gated['p95'] - ungated['p95']:+.1f} ms",
                     flush=True,
                 )
             if args.adds:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import uuid
 
 import pytest
 
 from shared.retrieval.evidence import GateParams, coverage, evidence, idf, names_in, query_terms
+from shared.retrieval.fusion import Candidate
+from shared.retrieval.select import weigh_evidence
 
 PARAMS = GateParams(min_evidence=0.2, cosine_floor=0.2, cosine_weight=0.7, coverage_weight=0.3, unknown_name_weight=0.3)
 
@@ -84,3 +87,19 @@ def test_an_off_store_question_falls_under_the_gate_and_an_in_store_one_passes()
         evidence(0.35, coverage(foreign, {"support", "group"}), foreign.unknown_share, shipped) < shipped.min_evidence
     )
     assert evidence(0.55, coverage(own, answer), own.unknown_share, shipped) >= shipped.min_evidence
+
+
+def test_a_latest_version_carries_the_evidence_of_the_versions_it_answers_for():
+    old, new, other = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    terms = query_terms({"citi": 0, "live": 1}, documents=6)
+    rows = {old: {"query_terms": ["live", "pari"]}, new: {"query_terms": ["berlin"]}, other: {"query_terms": []}}
+    cosines = {old: 0.5, new: 0.1, other: 0.1}
+    answering = Candidate(new, answers_for=(old,))
+    alone = Candidate(other)
+    weigh_evidence({new: answering, other: alone}, rows, cosines, terms, PARAMS)
+    own_old = evidence(0.5, coverage(terms, {"live", "pari"}), 0.0, PARAMS)
+    assert answering.evidence == pytest.approx(own_old) and own_old > PARAMS.min_evidence
+    assert alone.evidence == pytest.approx(0.0)  # under the floor, no words of the query
+    inheriting = Candidate(new, inherited_from=old)  # filtered out by as_of, its match passed on still counts
+    weigh_evidence({new: inheriting}, rows, cosines, terms, PARAMS)
+    assert inheriting.evidence == pytest.approx(own_old)
