@@ -26,6 +26,7 @@ from shared.storage import anchors, search
 from shared.storage.rows import MemoryFilter, SectorVector
 from shared.storage.sector_models import ensure_store_model
 from shared.tenancy import DbRole
+from shared.text import fact_key
 
 pytestmark = pytest.mark.integration
 
@@ -42,8 +43,15 @@ def texts(n: int, seed: int) -> list[str]:
 
 def other_texts(n: int, seed: int) -> list[str]:
     """`n` distinct texts of five of OTHER_TOPICS' words: none of `texts`' words (synthetic vectors far from theirs:
-    filed under anchors trained on `texts`, a drift of ~0.8)."""
-    return [" ".join(words) for words in random.Random(seed).sample(list(itertools.product(OTHER_TOPICS, repeat=5)), n)]
+    filed under anchors trained on `texts`, a drift of ~0.8). One of each rotation: "a b c d e" and "b c d e a" are one
+    fact to the write path (`shared.text.fact_key`), one memory."""
+    chosen: dict[str, str] = {}
+    for words in random.Random(seed).sample(list(itertools.product(OTHER_TOPICS, repeat=5)), 2 * n):
+        content = " ".join(words)
+        chosen.setdefault(fact_key(content), content)
+        if len(chosen) == n:
+            break
+    return list(chosen.values())
 
 
 def bulk(db, engine: MemoryEngine, tenant: str, contents: list[str]) -> None:
