@@ -66,12 +66,15 @@ TIME_LEXEMES = CALENDAR | frozenset(
 )
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _SENTENCE_END = re.compile(r"[.!?:;\"“”]\s*$")
+_POSSESSIVE = re.compile(r"['’]s$")
 
 
 def names_in(text: str) -> list[str]:
-    """The query's capitalised words that do not start a sentence ("What does Zorblax drink?" → ["Zorblax"]), in
-    order, each once. A question's first word is capitalised by grammar, not because it names anything; a single
-    letter, a month or a weekday names nothing a memory's words would hold."""
+    """The query's names: words in title case (a capital, then lower-case letters) that do not start a sentence
+    ("What does Zorblax drink?" → ["Zorblax"]), in order, each once. A question's first word is capitalised by
+    grammar, not because it names anything; a single letter, a month or a weekday names nothing a memory's words
+    would hold. Acronyms and identifiers ("PSP", "BlaER1", "Rpl23") are no names: a scientific claim names
+    genes and assays its evidence need not spell (SciFact: 2.5 % of the claims blocked with them, 0.4 % without)."""
     names: list[str] = []
     for match in _WORD.finditer(text):
         word = match.group().rstrip("'’-")
@@ -79,6 +82,9 @@ def names_in(text: str) -> list[str]:
         if not word[:1].isupper() or not before.strip() or _SENTENCE_END.search(before):
             continue
         if len(word) < 2 or word.lower() in CALENDAR:  # "I", an initial; a month, a weekday
+            continue
+        stem = _POSSESSIVE.sub("", word)
+        if not (stem.isalpha() and stem[1:].islower()):  # an acronym, an identifier, a hyphenated term
             continue
         if word not in names:
             names.append(word)

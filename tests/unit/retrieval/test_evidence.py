@@ -16,7 +16,8 @@ PARAMS = GateParams(min_evidence=0.2, cosine_floor=0.2, cosine_weight=0.7, cover
 
 def test_names_are_capitalised_words_that_do_not_start_a_sentence():
     assert names_in("What does Zorblax drink?") == ["Zorblax"]
-    assert names_in("When did Caroline go to the LGBTQ support group?") == ["Caroline", "LGBTQ"]
+    assert names_in("When did Caroline go to the LGBTQ support group?") == ["Caroline"]  # an acronym is no name
+    assert names_in("Ethanol stress increases PSP in BlaER1 and Rpl23 cells of Leviviridae.") == ["Leviviridae"]
     assert names_in("Caroline moved. Where did Melanie go?") == ["Melanie"]  # each sentence's first word is grammar
     assert names_in("what does zorblax drink?") == []  # names need capitals
     assert names_in("Did I tell Bob, and Bob's sister, about it?") == ["Bob", "Bob's"]
