@@ -62,7 +62,8 @@ def main() -> None:
             for older, newer, detail in supersessions(client, stored):
                 made += 1
                 if args.verbose:
-                    print(f"- {detail.get('cue')!r} {detail.get('similarity')}\n    old: {older['content'][:150]}")
+                    print(f"- {detail.get('cue')!r} {detail.get('similarity')} margin {detail.get('margin')}")
+                    print(f"    old: {older['content'][:150]}")
                     print(f"    new: {newer['content'][:150]}")
     print(f"LoCoMo ({args.client} client): {made} of {total} turns superseded ({made / max(total, 1):.2%})")
     print(f"({time.perf_counter() - started:.0f} s)")

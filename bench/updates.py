@@ -60,6 +60,7 @@ class Outcome:
     returned: int
     off_topic: str
     off_topic_returned: int
+    decided: dict[str, Any] | None = None  # the write-time decision that superseded the old statement, if one did
 
     @property
     def newest_first(self) -> bool:
@@ -175,19 +176,30 @@ def run(
                     len(found),
                     off_topic,
                     len(ask(client, tenant, off_topic)),
+                    decision(client, tenant, ids.get(case.old)),
                 )
             )
     return outcomes
 
 
+def decision(client: httpx.Client, tenant: str, old_id: str | None) -> dict[str, Any] | None:
+    """The detail (cue, cosine, margin) of the write-time decision that superseded `old_id`, if one did."""
+    if old_id is None:
+        return None
+    history = client.get(f"/memory/{old_id}/history", params={"user_id": tenant}).json()["items"]
+    return next((c["detail"] for c in history if c["event"] == "superseded" and c["detail"].get("by") == "write"), None)
+
+
 def report(outcomes: list[Outcome], *, verbose: bool) -> None:
     n = len(outcomes)
     if verbose:
-        print(f"{'case':8} {'new':>4} {'old':>4} {'got':>4} {'off':>4}  question")
+        print(f"{'case':8} {'new':>4} {'old':>4} {'got':>4} {'off':>4}  {'found by (cue cosine margin)':30} question")
         for o in outcomes:
+            d = o.decided
+            found = f"{d.get('cue')!r} {d.get('similarity')} {d.get('margin', '-')}" if d else "-"
             print(
                 f"{o.case.id:8} {o.new_rank or '-':>4} {o.old_rank or '-':>4} {o.returned:>4} "
-                f"{o.off_topic_returned:>4}  {o.case.question}"
+                f"{o.off_topic_returned:>4}  {found:30} {o.case.question}"
             )
         print()
     rows = (

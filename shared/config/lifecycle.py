@@ -40,6 +40,7 @@ class LifecycleSettings(BaseModel):
     )
     update_min_similarity: float = Field(default=_UPDATES.min_similarity, ge=0.0, le=1.0)
     update_margin: float = Field(default=_UPDATES.margin, ge=0.0, le=1.0)
+    update_restatement_similarity: float = Field(default=_UPDATES.restatement_similarity, ge=0.0, le=1.0)
     update_candidates: int = Field(default=_UPDATES.candidates, ge=2, le=64)
 
     # Salience and reinforcement (`reinforcement`)
@@ -124,6 +125,7 @@ class LifecycleSettings(BaseModel):
             on=self.update_detection,
             min_similarity=self.update_min_similarity,
             margin=self.update_margin,
+            restatement_similarity=self.update_restatement_similarity,
             candidates=self.update_candidates,
         )
 

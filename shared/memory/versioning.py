@@ -45,7 +45,9 @@ def supersede_older(
         decision = decide(memory.content, memory.meta, when, earlier, rules)
         if decision is None:
             continue
-        detail = {"cue": decision.cue, "similarity": round(decision.similarity, 3)}
+        detail: dict[str, Any] = {"cue": decision.cue, "similarity": round(decision.similarity, 3)}
+        if decision.margin is not None:  # the lead over the next current near memory
+            detail["margin"] = round(decision.margin, 3)
         pair = (memory_id, decision.replaces)
         if version_store.supersede(session, memory.user_id, [pair], by="write", detail=detail):
             decisions.append(decision)

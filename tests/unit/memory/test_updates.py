@@ -143,7 +143,38 @@ def test_the_speaker_comes_from_metadata_or_a_name_prefix():
         "I went to a castle during my trip to the UK.",  # a visit
         "Been a busy week since we talked.",  # a greeting
         "I've been into dancing since I was a kid.",  # a duration
+        # the native client's false supersessions (bench.supersessions --client native)
+        "My online clothes store is open! I've been dreaming of this for a while now.",  # up to now
+        "My wife and I just left for our European vacation!",  # a departure
+        "I messed up during a big game. Instead of getting stuck in it, I kept training.",  # a choice
+        "The game turned out to be a total success!",  # an outcome
     ],
 )
 def test_what_fired_on_locomo_is_not_a_cue(text):
     assert change_cue(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I left the band last year.",
+        "Instead of the bus I take the bike.",
+        "It turned out the test was wrong.",
+        "I've lived here for years, but now I'm moving to Oslo.",
+    ],
+)
+def test_the_cues_those_exceptions_keep(text):
+    assert change_cue(text) is not None
+
+
+def test_a_restatement_with_now_replaces_nothing():
+    """A cue that only says what holds now, with a statement as near as a restatement is (on LoCoMo, a turn of a
+    later session saying again what an earlier one said: 0.77-0.88), is no update; a change cue still is one."""
+    old = earlier("Nate: I won my first video game tournament last week - so exciting!", 0.88)
+    far = [earlier("Nate: The turtles like the new tank.", 0.3)]
+    again = "Nate: I won an international tournament yesterday! Gaming is how I make a living now."
+    assert decide(again, {}, T0, [old, *far], RULES) is None
+    changed = "Nate: I sold my console and now I stream on a laptop instead."
+    assert decide(changed, {}, T0, [old, *far], RULES) is not None  # "sold": a change, however near
+    now_far = earlier("Nate: I play on a PlayStation.", 0.6)
+    assert decide("Nate: I'm on a Switch now.", {}, T0, [now_far, *far], RULES) is not None
