@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from shared.text import FACT_KEY_MAX_WORDS
+
 # What says that a fact changed. Phrases, matched on word boundaries, case-insensitive; a verb's usual forms are
 # spelled out. Words that also open ordinary news ("new", "finally", "started") are not cues on their own: on LoCoMo
 # they fired on one turn in eight.
@@ -136,6 +138,13 @@ def change_cues(content: str) -> Iterator[str]:
                 yield match.group(0).lower()
 
 
+def a_statement(content: str) -> bool:
+    """Whether a text is short enough to state a fact (`FACT_KEY_MAX_WORDS`, 64 words, as one memory per fact reads
+    it): a longer one is a passage (an abstract, a note, a page) that holds many facts, and neither replaces nor is
+    replaced by one statement. On SciFact's abstracts, stored as memories, the rule hid true abstracts."""
+    return len(content.split()) <= FACT_KEY_MAX_WORDS
+
+
 def states_something(content: str) -> bool:
     """Whether a text has a statement of the speaker's: a sentence of three words or more, not a question, not said
     to the listener. Only a statement can be replaced ("Hey Mel! Good to see you! How have you been?" holds no
@@ -164,7 +173,7 @@ def decide(
 ) -> Decision | None:
     """The earlier memory the new one replaces, if any. `earlier`: the new memory's nearest memories (itself
     excluded), any order."""
-    if not rules.on:
+    if not rules.on or not a_statement(content):
         return None
     cue = change_cue(content)
     if cue is None:
@@ -173,7 +182,15 @@ def decide(
     # The speaker's current memories about no later time than the new one (one about a later time is not replaced
     # by it; a memory without a speaker may be anyone's, the tenant's own most often).
     own = sorted(
-        (e for e in earlier if e.current and e.when <= when and _same(speaker, e) and states_something(e.content)),
+        (
+            e
+            for e in earlier
+            if e.current
+            and e.when <= when
+            and _same(speaker, e)
+            and a_statement(e.content)
+            and states_something(e.content)
+        ),
         key=lambda e: -e.similarity,
     )
     if not own or own[0].similarity < rules.min_similarity:

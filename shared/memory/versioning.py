@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from shared.embedding import EmbeddingProvider
 from shared.embedding.base import embed_texts
-from shared.memory.updates import Decision, Earlier, UpdateRules, change_cue, decide
+from shared.memory.updates import Decision, Earlier, UpdateRules, a_statement, change_cue, decide
 from shared.storage import memories as memory_store
 from shared.storage import search as search_store
 from shared.storage import versions as version_store
@@ -39,7 +39,7 @@ def supersede_older(
     few in a hundred turns). `embedders`: each sector's model, to search every sector the memory's vectors fit."""
     decisions = []
     for memory_id, memory in created:
-        if not rules.on or change_cue(memory.content) is None:
+        if not rules.on or not a_statement(memory.content) or change_cue(memory.content) is None:
             continue
         when, earlier = _nearest_earlier(session, embedders, rules, ladder, memory_id, memory)
         decision = decide(memory.content, memory.meta, when, earlier, rules)

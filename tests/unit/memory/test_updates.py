@@ -178,3 +178,13 @@ def test_a_restatement_with_now_replaces_nothing():
     assert decide(changed, {}, T0, [old, *far], RULES) is not None  # "sold": a change, however near
     now_far = earlier("Nate: I play on a PlayStation.", 0.6)
     assert decide("Nate: I'm on a Switch now.", {}, T0, [now_far, *far], RULES) is not None
+
+
+def test_a_passage_neither_replaces_nor_is_replaced():
+    """Over 64 words a text holds many facts (an abstract, a note): one cue in it replaces nothing, and one statement
+    does not hide it."""
+    passage = "Background. " + "The cohort was followed for years and measured each spring. " * 8
+    old = earlier("I live in a small flat in Paris.", 0.6)
+    assert decide(passage + "Patients now receive the new drug instead.", {}, T0, [old], RULES) is None
+    assert decide("We finally moved to Berlin last month.", {}, T0, [earlier(passage, 0.6)], RULES) is None
+    assert decide("We finally moved to Berlin last month.", {}, T0, [old], RULES) is not None
