@@ -175,8 +175,8 @@ def decide(
     excluded), any order."""
     if not rules.on or not a_statement(content):
         return None
-    cue = change_cue(content)
-    if cue is None:
+    cues = list(change_cues(content))
+    if not cues:
         return None
     speaker = speaker_and_text(content, metadata)[0]
     # The speaker's current memories about no later time than the new one (one about a later time is not replaced
@@ -195,7 +195,7 @@ def decide(
     )
     if not own or own[0].similarity < rules.min_similarity:
         return None
-    if own[0].similarity >= rules.restatement_similarity and all(HOLDS_NOW.fullmatch(c) for c in change_cues(content)):
+    if own[0].similarity >= rules.restatement_similarity and all(HOLDS_NOW.fullmatch(c) for c in cues):
         return None  # says again what the earlier memory said, with "now"
     # The lead is over every other current near memory, whoever said it and whatever it is: the other speaker's
     # reply on the same topic, a question about it, are near neighbours too, and an update has one. (Over the
@@ -207,7 +207,7 @@ def decide(
     margin = own[0].similarity - others[0] if others else None
     if margin is not None and margin < rules.margin:
         return None
-    return Decision(own[0].id, cue, own[0].similarity, margin)
+    return Decision(own[0].id, cues[0], own[0].similarity, margin)
 
 
 def _same(speaker: str | None, memory: Earlier) -> bool:

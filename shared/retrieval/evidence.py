@@ -43,7 +43,6 @@ class QueryTerms:
         return sorted(self.idf)
 
 
-# A word that starts with a capital letter (a name, an acronym), not the first of its sentence.
 # Months and weekdays are capitalised but name a time, which a memory keeps in its date, not in its words ("what did
 # she do in November?": LoCoMo's turns never say the month): they are no names.
 CALENDAR = frozenset(

@@ -50,15 +50,14 @@ class Selector:
         watch: Stopwatch,
         *,
         supersedes: Sequence[tuple[uuid.UUID, uuid.UUID]] = (),
-        terms: QueryTerms | None = None,
     ) -> Selection:
-        """`terms` (the query's; each candidate's evidence weighed by `weigh_evidence`): the evidence gate is on."""
+        """Candidates weighed by `weigh_evidence` (the evidence gate on, or a trace wanted) are gated by it too."""
         ranked = list(scored)
         best = None
         if ask.options.rank == "composite":  # the gate reads relevance alone; the fused rank has no gate
             ranked = [pair for pair in ranked if pair[0].relevance >= ask.min_score]
             weighed = [c.evidence for c, _ in ranked if c.evidence is not None]
-            if terms is not None and weighed:  # and a query with too little evidence gets nothing
+            if weighed:  # and a query with too little evidence gets nothing
                 best = max(weighed)
                 if ask.gate.min_evidence > 0 and best < ask.gate.min_evidence:
                     ranked = []
@@ -80,13 +79,6 @@ class Selector:
         top = [(c, row) for c, row in top if "content" in row]  # deleted between the two reads
         if ask.diversity != 1.0 and len(top) > 1:  # near copies below the other matches (diversity 1: off)
             top = copies_below(top)
-        if terms is not None and best is not None:  # why the gate let the query through, on each match
-            for c, row in top:
-                c.components["coverage"] = round(coverage(terms, row.get("query_terms") or ()), 6)
-                if terms.unknown_share:
-                    c.components["unknown_names"] = round(terms.unknown_share, 6)
-                if c.evidence is not None:
-                    c.components["evidence"] = round(c.evidence, 6)
         watch.lap("payload")
         return Selection(top, packing, best)
 
@@ -153,14 +145,16 @@ def weigh_evidence(
     terms: QueryTerms,
     params: GateParams,
 ) -> None:
-    """Each candidate's evidence (`evidence.py`), stored on it. A newer version has the evidence of the older ones it
-    answers for or inherits from (`expand`) too: a question is usually worded as the first statement was."""
-
-    def own(memory_id: uuid.UUID) -> float:
-        covered = coverage(terms, rows[memory_id].get("query_terms") or ())
-        return evidence(cosines.get(memory_id), covered, terms.unknown_share, params)
-
+    """Each candidate's evidence (`evidence.py`), stored on it, and its parts in its trace's components (why the gate
+    let the query through). A newer version has the evidence of the older ones it answers for or inherits from
+    (`expand`) too: a question is usually worded as the first statement was."""
+    covered = {i: coverage(terms, row.get("query_terms") or ()) for i, row in rows.items()}
+    own = {i: evidence(cosines.get(i), share, terms.unknown_share, params) for i, share in covered.items()}
     for memory_id, candidate in candidates.items():
         if memory_id in rows:
             older = {*candidate.answers_for, *filter(None, [candidate.inherited_from])} & rows.keys()
-            candidate.evidence = max([own(memory_id), *(own(o) for o in older)])
+            candidate.evidence = max([own[memory_id], *(own[o] for o in older)])
+            candidate.components["coverage"] = round(covered[memory_id], 6)
+            if terms.unknown_share:
+                candidate.components["unknown_names"] = round(terms.unknown_share, 6)
+            candidate.components["evidence"] = round(candidate.evidence, 6)

@@ -176,9 +176,7 @@ class Retriever:
         )
         if found.terms is not None:
             weigh_evidence(expanded.candidates, expanded.rows, expanded.cosines, found.terms, ask.gate)
-        selection = self.selector.select(
-            session, ask, scored, found.queries, watch, supersedes=expanded.supersedes, terms=found.terms
-        )
+        selection = self.selector.select(session, ask, scored, found.queries, watch, supersedes=expanded.supersedes)
         watch.total()
         return QueryOutcome(
             matches=selection.matches,
