@@ -226,6 +226,28 @@ def over_http(
 
 
 WRITE_STEPS_OFF = {"MNEMOFLOW_UPDATE_DETECTION": "false", "MNEMOFLOW_DEDUP_FACTS": "false"}
+GATE_OFF = {"MNEMOFLOW_MIN_EVIDENCE": "0"}
+
+
+def alternating(
+    url: str, srv: Servers, off: dict[str, str], requests: list[tuple[str, dict]], warm_up: int = 0
+) -> tuple[list[float], list[float]]:
+    """Wall-clock ms of `requests` (path and body), sent in turn to the stack at its defaults and to a second gateway
+    on the same store with the settings `off` (one client): the first `warm_up` of them are not timed."""
+    with stack(url, srv.redis_url) as on, stack(url, srv.redis_url, env=off) as changed:
+        samples: dict[str, list[float]] = {on: [], changed: []}
+        clients = {g: httpx.Client(base_url=g, timeout=30) for g in (on, changed)}
+        try:
+            for i, (path, body) in enumerate(requests):
+                gateway = (on, changed)[i % 2]
+                started = time.perf_counter()
+                clients[gateway].post(path, json=body).raise_for_status()
+                if i >= warm_up:
+                    samples[gateway].append((time.perf_counter() - started) * 1000)
+        finally:
+            for client in clients.values():
+                client.close()
+    return samples[on], samples[changed]
 
 
 def adds_ab(url: str, srv: Servers, n: int) -> tuple[list[float], list[float]]:
@@ -234,42 +256,20 @@ def adds_ab(url: str, srv: Servers, n: int) -> tuple[list[float], list[float]]:
     from bench.quality_data import load_locomo
 
     turns = [doc.content for docs in load_locomo(DATA, "", 0).docs.values() for doc in docs]
-    with stack(url, srv.redis_url) as on, stack(url, srv.redis_url, env=WRITE_STEPS_OFF) as off:
-        samples: dict[str, list[float]] = {on: [], off: []}
-        clients = {g: httpx.Client(base_url=g, timeout=30) for g in (on, off)}
-        try:
-            for i in range(2 * n):
-                gateway = (on, off)[i % 2]
-                body = {"content": turns[i % len(turns)], "user_id": USER, "metadata": {"session_id": f"s{i // 40}"}}
-                started = time.perf_counter()
-                clients[gateway].post("/memory/add", json=body).raise_for_status()
-                samples[gateway].append((time.perf_counter() - started) * 1000)
-        finally:
-            for client in clients.values():
-                client.close()
-    return samples[on], samples[off]
-
-
-GATE_OFF = {"MNEMOFLOW_MIN_EVIDENCE": "0"}
+    requests = [
+        ("/memory/add", {"content": turns[i % len(turns)], "user_id": USER, "metadata": {"session_id": f"s{i // 40}"}})
+        for i in range(2 * n)
+    ]
+    return alternating(url, srv, WRITE_STEPS_OFF, requests)
 
 
 def queries_ab(url: str, srv: Servers, qs: list[str], k: int, n: int) -> tuple[list[float], list[float]]:
-    """Wall-clock ms of `n` queries at the defaults and `n` with the evidence gate off, alternating (one client)."""
-    with stack(url, srv.redis_url) as on, stack(url, srv.redis_url, env=GATE_OFF) as off:
-        samples: dict[str, list[float]] = {on: [], off: []}
-        clients = {g: httpx.Client(base_url=g, timeout=30) for g in (on, off)}
-        try:
-            for i in range(2 * n + 40):
-                gateway = (on, off)[i % 2]
-                body = {"query": qs[(i // 2) % len(qs)], "k": k, "user_id": USER}
-                started = time.perf_counter()
-                clients[gateway].post("/memory/query", json=body).raise_for_status()
-                if i >= 40:  # the first 20 each way warm the caches and the connections
-                    samples[gateway].append((time.perf_counter() - started) * 1000)
-        finally:
-            for client in clients.values():
-                client.close()
-    return samples[on], samples[off]
+    """Wall-clock ms of `n` queries at the defaults and `n` with the evidence gate off, alternating (one client);
+    the first 20 each way warm the caches and the connections."""
+    requests = [
+        ("/memory/query", {"query": qs[(i // 2) % len(qs)], "k": k, "user_id": USER}) for i in range(2 * n + 40)
+    ]
+    return alternating(url, srv, GATE_OFF, requests, warm_up=40)
 
 
 def main() -> None:
