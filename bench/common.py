@@ -281,10 +281,12 @@ def stack(
     log_dir: Path | None = None,
     gateway_workers: int | None = 1,
     env: dict[str, str] | None = None,
+    settled: bool = True,
 ) -> Iterator[StackUrl]:
     """Gateway + one worker on every queue, as child processes; yields the gateway URL once both are ready.
     `gateway_workers`: the gateway's processes (None: MNEMOFLOW_GATEWAY_WORKERS or its default); `env`: settings of
-    theirs over this process's environment.
+    theirs over this process's environment; `settled` false: as soon as /health and the worker say ready, as a
+    client meets a stack just started.
 
     Ready means the worker answers a ping, and then that the stack has gone quiet: a worker still starting
     (imports, forking its pool, each pool process's ingest sandbox importing the parsers, ~2 s of CPU each
@@ -324,7 +326,8 @@ def stack(
             procs[0],
             log_path=log_dir / "worker.log",
         )
-        wait_settled(procs)
+        if settled:
+            wait_settled(procs)
         yield StackUrl(url, worker_pid=procs[0].pid, gateway_pid=procs[-1].pid)
     finally:
         for proc in procs:

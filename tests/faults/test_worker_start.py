@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import uuid
 
+import psutil
 import pytest
 import redis
 
@@ -96,6 +97,7 @@ def _start_once(round_: int, servers, settings, make_store, tenant, tmp_path) ->
             wait_for_worker(isolated, name, proc, log_path=log_path)
             report = wait_until(lambda: (r := worker_status.summary(client))["ready"] == 2 and r, timeout=30)
             assert report["failing"] == [], round_
+            _assert_sandboxes_warm(client)
             for job_id, sector in zip(jobs, SECTORS, strict=True):
                 send(app, StoreChunk(job_id=job_id, seq=0, sector=sector, user_id=tenant))
             for job_id in jobs:
@@ -107,6 +109,18 @@ def _start_once(round_: int, servers, settings, make_store, tenant, tmp_path) ->
     # no start-up error, not even one that a retry got past
     trouble = ("Signal handler", "cannot start", "could not start (", "Deadlock")
     assert not [line for line in log_path.read_text().splitlines() if any(t in line for t in trouble)], log_path
+
+
+def _assert_sandboxes_warm(client: redis.Redis) -> None:
+    """Every process that says it is ready (on the ingest queue, as these are) has its parser sandbox up: the
+    forkserver its documents' children come from, with the parsers loaded (PDFium among them), so its first
+    document does not wait seconds for them."""
+    pids = [int(key.decode().rsplit(":", 1)[1]) for key in client.scan_iter(match=f"{worker_status.PREFIX}*")]
+    assert len(pids) == 2
+    for pid in pids:
+        servers = [c for c in psutil.Process(pid).children() if "forkserver" in " ".join(c.cmdline())]
+        assert len(servers) == 1, pid
+        assert any("pdfium" in m.path for m in servers[0].memory_maps()), "the sandbox's parsers are not loaded"
 
 
 @pytest.mark.timeout(120 * START_ROUNDS)  # a start and its first jobs take 10-60 s, more on a loaded machine
