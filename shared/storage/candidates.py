@@ -5,8 +5,8 @@ search of a period the query names).
 The statement is the parts the separate stages run, as CTEs: `bm25.lexical_plan`'s full-text ranking,
 `search.dense_plan`'s vector searches, then `fusion.fuse` in SQL (the same ranks, the same sums of 1/(k + rank) in
 double precision, the same order: score, then id, whose order as `uuid` is its order as text), the search of the
-period (`search.period_plan`: its finds join the hits with their rank there), and `links_sql`'s expansion from the
-hits. One statement reads one snapshot, so a hit is never missing its row.
+period (`search.period_plan`: its finds join the hits with their rank there), and `search.link_ctes`' expansion from
+the hits. One statement reads one snapshot, so a hit is never missing its row.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 from shared.db import read_rows
 from shared.storage import bm25, search
 from shared.storage.rows import MemoryFilter, SectorVector
-from shared.storage.search import FetchedLinks, dense_plan, links_of, links_sql
+from shared.storage.search import FetchedLinks, dense_plan, link_ctes, linked_rows, links_of
+from shared.storage.statements import Cte, compose
 
 HIT_COLUMNS = ("lexical_rank", "lexical_score", "dense_rank", "dense_similarity", "rrf_score", "period_rank")
 # The payload (`selected.fetch_payloads`' columns) comes with the hits the hot-row cache does not keep (those not both
@@ -29,6 +30,11 @@ CARRIED = "f.id IS NOT NULL AND NOT (m.tier = 'hot' AND m.compression = 'full')"
 PAYLOAD_COLUMNS = ", ".join(
     f"CASE WHEN {CARRIED} THEN m.{column} END AS payload_{column}"
     for column in ("content", "summary", "meta", "document_id")
+)
+# each row's lexemes among the query's (the evidence gate's coverage)
+_COVERED = (
+    ", ARRAY(SELECT u.lexeme FROM unnest(m.search) AS u WHERE u.lexeme = ANY(CAST(:query_lexemes AS text[]))) "
+    "AS query_terms"
 )
 
 
@@ -137,67 +143,27 @@ def fused_with_links(
     else:
         dense_sql = "SELECT CAST(NULL AS uuid) AS memory_id, CAST(NULL AS double precision) AS sim WHERE false"
     params["dense_min"] = dense_min_similarity
-    # The hits: the fused ones; with a period, those joined by what its search found (the CTEs only then: on every
-    # other query they cost the statement ~0.7 ms, measured).
-    if period is None:
-        hits_sql = f"""fused AS MATERIALIZED (
-            SELECT *, CAST(NULL AS bigint) AS period_rank FROM ranked ORDER BY rrf_score DESC, id LIMIT {int(limit)}
-        )"""
-    else:
-        period_sql, period_params = period
-        params |= period_params
-        hits_sql = f"""best AS MATERIALIZED (SELECT * FROM ranked ORDER BY rrf_score DESC, id LIMIT {int(limit)}),
-        period_ranked AS MATERIALIZED (
-            SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS rank FROM ({period_sql}) AS found
-        ),
-        fused AS MATERIALIZED (
-            SELECT b.*, p.rank AS period_rank FROM best b LEFT JOIN period_ranked p ON p.id = b.id
-            UNION ALL
-            SELECT p.id, NULL, NULL, NULL, p.sim, 0, p.rank FROM period_ranked p
-            WHERE NOT EXISTS (SELECT 1 FROM best b WHERE b.id = p.id)
-        )"""
-    covered = ""
     if query_lexemes:
         params["query_lexemes"] = list(query_lexemes)
-        covered = (
-            ", ARRAY(SELECT u.lexeme FROM unnest(m.search) AS u "
-            "WHERE u.lexeme = ANY(CAST(:query_lexemes AS text[]))) AS query_terms"
-        )
-    # The `WITH` of links_sql continues the candidates' CTEs.
-    expansion = links_sql(
+    if period is not None:
+        params |= period[1]
+    ctes = [
+        *_ranked_ctes(lexical_sql, dense_sql),
+        *_hit_ctes(limit, period[0] if period is not None else None),
+        *link_ctes("ARRAY(SELECT id FROM fused)"),
+    ]
+    select = linked_rows(
         queries,
         ladder,
         params,
-        hit_ids="ARRAY(SELECT id FROM fused)",
         known_cosine="ARRAY(SELECT id FROM fused WHERE dense_similarity IS NOT NULL)",
         extra_columns=", " + ", ".join(f"f.{column}" for column in HIT_COLUMNS) + ", "
         f"f.id IS NOT NULL AS hit, (SELECT max(score) FROM lexical) AS max_lexical, {CARRIED} AS carried, "
         + PAYLOAD_COLUMNS
-        + covered,
+        + (_COVERED if query_lexemes else ""),
         joins=" LEFT JOIN fused f ON f.id = m.id",
-    ).replace("WITH direct AS (", ", direct AS (", 1)
-    statement = f"""
-        WITH lexical AS MATERIALIZED ({lexical_sql}),
-        lexical_ranked AS (
-            SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank FROM lexical
-        ),
-        dense_best AS (
-            SELECT memory_id AS id, max(sim) AS sim FROM ({dense_sql}) AS found GROUP BY memory_id
-        ),
-        dense_ranked AS (
-            SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS rank FROM dense_best
-            WHERE sim >= :dense_min
-        ),
-        ranked AS (
-            SELECT COALESCE(l.id, d.id) AS id, l.rank AS lexical_rank, l.score AS lexical_score,
-                   d.rank AS dense_rank, d.sim AS dense_similarity,
-                   COALESCE(CAST(1 AS double precision) / (:rrf_k + l.rank), 0)
-                     + COALESCE(CAST(1 AS double precision) / (:rrf_k + d.rank), 0) AS rrf_score
-            FROM lexical_ranked l FULL JOIN dense_ranked d ON d.id = l.id
-        ),
-        {hits_sql}
-        {expansion}
-        """
+    )
+    statement = compose(ctes, select)
     rows = read_rows(session, statement, params, as_dicts=True)
     if on_read is not None:
         on_read()
@@ -219,3 +185,54 @@ def fused_with_links(
     # the fused hits by score, then what only the period's search found, in its order there
     hits.sort(key=lambda h: (-h["rrf_score"], h["period_rank"] if h["rrf_score"] == 0 else 0, str(h["id"])))
     return FusedHits(hits, max_lexical, links_of(rows, user_id))
+
+
+def _ranked_ctes(lexical_sql: str, dense_sql: str) -> list[Cte]:
+    """Both rankers' finds, each ranked, and fused by RRF as `ranked` (id, its ranks and scores, `rrf_score`)."""
+    return [
+        Cte("lexical", lexical_sql, materialized=True),
+        Cte("lexical_ranked", "SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank FROM lexical"),
+        Cte("dense_best", f"SELECT memory_id AS id, max(sim) AS sim FROM ({dense_sql}) AS found GROUP BY memory_id"),
+        Cte(
+            "dense_ranked",
+            "SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS rank FROM dense_best WHERE sim >= :dense_min",
+        ),
+        Cte(
+            "ranked",
+            """SELECT COALESCE(l.id, d.id) AS id, l.rank AS lexical_rank, l.score AS lexical_score,
+                   d.rank AS dense_rank, d.sim AS dense_similarity,
+                   COALESCE(CAST(1 AS double precision) / (:rrf_k + l.rank), 0)
+                     + COALESCE(CAST(1 AS double precision) / (:rrf_k + d.rank), 0) AS rrf_score
+            FROM lexical_ranked l FULL JOIN dense_ranked d ON d.id = l.id""",
+        ),
+    ]
+
+
+def _hit_ctes(limit: int, period_sql: str | None) -> list[Cte]:
+    """The hits as `fused` (`ranked`'s columns and `period_rank`): the `limit` best fused; with a period's search,
+    what it found joined to them (those parts only then: on every other query they cost ~0.7 ms, measured)."""
+    if period_sql is None:
+        return [
+            Cte(
+                "fused",
+                "SELECT *, CAST(NULL AS bigint) AS period_rank FROM ranked "
+                f"ORDER BY rrf_score DESC, id LIMIT {int(limit)}",
+                materialized=True,
+            )
+        ]
+    return [
+        Cte("best", f"SELECT * FROM ranked ORDER BY rrf_score DESC, id LIMIT {int(limit)}", materialized=True),
+        Cte(
+            "period_ranked",
+            f"SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS rank FROM ({period_sql}) AS found",
+            materialized=True,
+        ),
+        Cte(
+            "fused",
+            """SELECT b.*, p.rank AS period_rank FROM best b LEFT JOIN period_ranked p ON p.id = b.id
+            UNION ALL
+            SELECT p.id, NULL, NULL, NULL, p.sim, 0, p.rank FROM period_ranked p
+            WHERE NOT EXISTS (SELECT 1 FROM best b WHERE b.id = p.id)""",
+            materialized=True,
+        ),
+    ]

@@ -36,11 +36,33 @@ def returned_set(gain: str) -> str:
 
 RETURNED_SET = returned_set(":boost")
 # What scoring and filtering read (the read path's first fetch); the rest is the payload (`fetch_payloads`)
-LEAN_COLUMNS = (
-    "id, user_id, primary_sector, sectors, tags, salience, recall_lift, decay_lambda, coactivations, "
-    "tier, status, confidence, compression, created_at, updated_at, last_seen_at, last_used_at, occurred_at, version, "
-    "valid_to"
+LEAN_FIELDS = (
+    "id",
+    "user_id",
+    "primary_sector",
+    "sectors",
+    "tags",
+    "salience",
+    "recall_lift",
+    "decay_lambda",
+    "coactivations",
+    "tier",
+    "status",
+    "confidence",
+    "compression",
+    "created_at",
+    "updated_at",
+    "last_seen_at",
+    "last_used_at",
+    "occurred_at",
+    "version",
+    "valid_to",
 )
+
+
+def lean_columns(alias: str) -> str:
+    """The lean row's columns of the memory `alias`, qualified (the read path joins memories to its hits)."""
+    return ", ".join(f"{alias}.{field}" for field in LEAN_FIELDS)
 
 
 @dataclass(frozen=True)

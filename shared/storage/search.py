@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 from shared.db import read_rows
 from shared.lifecycle.compression import pool_to
 from shared.memory.sectors import SECTORS, group_sectors, validate_sector
-from shared.storage.rows import LEAN_COLUMNS, MemoryFilter, SectorVector, filter_arguments, occurred_sql
+from shared.storage.rows import MemoryFilter, SectorVector, filter_arguments, lean_columns, occurred_sql
+from shared.storage.statements import Cte, compose
 
 # Fresh vectors a query compares exactly (at least; four times its limit when that is more), the nearest of the
 # tenant's fresh vectors by their binary codes: a memory's own text is at distance 0, and beyond a few thousand
@@ -217,8 +218,8 @@ def fetch_with_links(
     if not hit_ids:
         return FetchedLinks({}, [], [], [], [])
     params: dict[str, Any] = {}
-    statement = links_sql(
-        queries, ladder, params, hit_ids="CAST(:ids AS uuid[])", known_cosine="CAST(:known AS uuid[])"
+    statement = compose(
+        link_ctes("CAST(:ids AS uuid[])"), linked_rows(queries, ladder, params, known_cosine="CAST(:known AS uuid[])")
     )
     rows = read_rows(
         session,
@@ -235,48 +236,58 @@ def fetch_with_links(
     return links_of(rows, user_id)
 
 
-def links_sql(
-    queries: Mapping[str, SectorVector],
-    ladder: Callable[[int], Sequence[int]],
-    params: dict[str, Any],
-    *,
-    hit_ids: str,
-    known_cosine: str,
-    extra_columns: str = "",
-    joins: str = "",
-) -> str:
-    """`fetch_with_links`' statement, the hits and `known_cosine` given as SQL arrays (a parameter, or a CTE's ids);
-    adds the query vectors to `params` (binds left: `user_id`, `max_hops`). `extra_columns` and `joins`: more of
-    each row (the combined statement's candidates)."""
-    cosine = f"CASE WHEN m.id = ANY({known_cosine}) THEN NULL {_cosine_branches(queries, ladder, params)} END"
-    return f"""
-            WITH direct AS (
-                SELECT src_id, dst_id, weight, kind FROM waypoints
+def link_ctes(hit_ids: str) -> list[Cte]:
+    """The waypoints of the hits (`hit_ids`: an SQL array of ids, a parameter or a prior part's), up to `:max_hops`
+    away, as `links` (src_id, dst_id, weight, kind), and the memories they reach with the hits, as `wanted` (id)."""
+    return [
+        Cte(
+            "direct",
+            f"""SELECT src_id, dst_id, weight, kind FROM waypoints
                 WHERE kind IN ('association', 'next', 'contradicts', 'supersedes') AND user_id = :user_id
-                  AND (src_id = ANY({hit_ids}) OR dst_id = ANY({hit_ids}))
-            ),
-            hop1 AS (  -- what activation spreads on from: not across a version's edge
-                SELECT src_id AS id FROM direct WHERE kind IN ('association', 'next')
-                UNION SELECT dst_id FROM direct WHERE kind IN ('association', 'next')
-            ),
-            further AS (  -- the links of the memories one hop away, when activation spreads further
-                -- (index lookups by an id array, each direction on its own: a join or an OR of the two
-                -- directions lets the planner scan the whole table)
-                SELECT src_id, dst_id, weight, kind FROM waypoints
+                  AND (src_id = ANY({hit_ids}) OR dst_id = ANY({hit_ids}))""",
+        ),
+        # what activation spreads on from: not across a version's edge
+        Cte(
+            "hop1",
+            """SELECT src_id AS id FROM direct WHERE kind IN ('association', 'next')
+                UNION SELECT dst_id FROM direct WHERE kind IN ('association', 'next')""",
+        ),
+        # the links of the memories one hop away, when activation spreads further (index lookups by an id array,
+        # each direction on its own: a join or an OR of the two directions lets the planner scan the whole table)
+        Cte(
+            "further",
+            """SELECT src_id, dst_id, weight, kind FROM waypoints
                 WHERE :max_hops >= 2 AND kind IN ('association', 'next') AND user_id = :user_id
                   AND src_id = ANY(ARRAY(SELECT id FROM hop1))
                 UNION
                 SELECT src_id, dst_id, weight, kind FROM waypoints
                 WHERE :max_hops >= 2 AND kind IN ('association', 'next') AND user_id = :user_id
-                  AND dst_id = ANY(ARRAY(SELECT id FROM hop1))
-            ),
-            links AS (SELECT * FROM direct UNION SELECT * FROM further),
-            wanted AS (
-                SELECT unnest({hit_ids}) AS id
+                  AND dst_id = ANY(ARRAY(SELECT id FROM hop1))""",
+        ),
+        Cte("links", "SELECT * FROM direct UNION SELECT * FROM further"),
+        Cte(
+            "wanted",
+            f"""SELECT unnest({hit_ids}) AS id
                 UNION SELECT src_id FROM links WHERE kind <> 'contradicts'
-                UNION SELECT dst_id FROM links WHERE kind <> 'contradicts'
-            )
-            SELECT {LEAN_COLUMNS.replace("id, ", "m.id, ", 1)},
+                UNION SELECT dst_id FROM links WHERE kind <> 'contradicts'""",
+        ),
+    ]
+
+
+def linked_rows(
+    queries: Mapping[str, SectorVector],
+    ladder: Callable[[int], Sequence[int]],
+    params: dict[str, Any],
+    *,
+    known_cosine: str,
+    extra_columns: str = "",
+    joins: str = "",
+) -> str:
+    """The `SELECT` of `link_ctes`' `wanted` memories, lean, each with its links out as arrays and `cosine` (None
+    for the ids in `known_cosine`); adds the query vectors to `params`. `extra_columns` and `joins`: more of each
+    row (the combined statement's candidates)."""
+    cosine = f"CASE WHEN m.id = ANY({known_cosine}) THEN NULL {_cosine_branches(queries, ladder, params)} END"
+    return f"""SELECT {lean_columns("m")},
                    {cosine} AS cosine,
                    lk.dst_ids, lk.weights, lk.kinds{extra_columns}
             FROM memories m{joins}
@@ -290,7 +301,7 @@ def links_sql(
 
 
 def links_of(rows: Sequence[dict[str, Any]], user_id: str) -> FetchedLinks:
-    """`links_sql`'s rows as `FetchedLinks` (each row's own columns kept, its link arrays taken out)."""
+    """The rows of `linked_rows` as `FetchedLinks` (each row's own columns kept, its link arrays taken out)."""
     memories: dict[uuid.UUID, dict[str, Any]] = {}
     links: list[tuple[uuid.UUID, uuid.UUID, float]] = []
     order: list[tuple[uuid.UUID, uuid.UUID, float]] = []
