@@ -140,8 +140,7 @@ def cycle(url: str, now: datetime, *, compression: bool) -> dict:
 SIZE_SQL = """
 SELECT
   pg_total_relation_size('memories') AS memories,
-  (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-   WHERE i.inhparent = 'memory_vectors'::regclass) AS vectors,
+  pg_total_relation_size('memory_vectors') AS vectors,
   pg_total_relation_size('waypoints') AS waypoints
 """
 
@@ -172,8 +171,7 @@ def storage(admin_url: str, size: int) -> None:
     def measure(label: str) -> dict[str, float]:
         with psycopg.connect(plain_dsn(url), autocommit=True) as conn:
             conn.execute("VACUUM FULL memories")
-            for sector in SECTORS:
-                conn.execute(f"VACUUM FULL memory_vectors_{sector}")
+            conn.execute("VACUUM FULL memory_vectors")
             row = conn.execute(SIZE_SQL).fetchone()
             states = dict(conn.execute("SELECT compression, count(*) FROM memories GROUP BY 1").fetchall())
         assert row is not None

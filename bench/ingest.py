@@ -110,14 +110,15 @@ def baseline_copy(database_url: str, texts: list[str], *, indexed: bool) -> tupl
                         )
                     )
             with cur.copy(
-                "COPY memory_vectors (memory_id, sector, user_id, dim, model, indexed, embedding) "
+                "COPY memory_vectors (memory_id, sector, user_id, dim, model, indexed, walked, embedding) "
                 "FROM STDIN WITH (FORMAT BINARY)"
             ) as copy:
-                copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "vector"])
+                copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "bool", "vector"])
                 for memory_id, m in zip(ids, prepared, strict=True):
-                    for sector, sv in m.vectors.items():
+                    for n, (sector, sv) in enumerate(m.vectors.items()):  # one vector for every sector: walked once
                         vector = Vector(np.asarray(sv.vector, dtype=np.float32))
-                        copy.write_row((memory_id, sector, USER, sv.vector.shape[0], sv.model, indexed, vector))
+                        dim = sv.vector.shape[0]
+                        copy.write_row((memory_id, sector, USER, dim, sv.model, indexed, n == 0, vector))
         conn.commit()
         return time.perf_counter() - started, prepare_s
 

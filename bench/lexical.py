@@ -33,8 +33,7 @@ def load(engine: MemoryEngine, db: Database, dsn: str, texts: list[str], batch: 
     started = time.perf_counter()
     with psycopg.connect(dsn, autocommit=True) as conn:  # this stage reads no vector index
         for (name,) in conn.execute(
-            "SELECT indexname FROM pg_indexes WHERE tablename LIKE 'memory_vectors_%%' "
-            "AND indexdef LIKE '%%USING hnsw%%'"
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_vectors' AND indexdef LIKE '%%USING hnsw%%'"
         ).fetchall():
             conn.execute(f"DROP INDEX {name}")
     for start in range(0, len(texts), batch):

@@ -1,10 +1,12 @@
 """Query latency of POST /memory/query at several store sizes: p50/p95/p99 over HTTP.
 
-Baseline, same run and database: the bare HNSW top-(k×4) SQL query on one sector partition, which
-is the floor any full pipeline stands on. Prints both and the ratio.
+Baseline, same run and database: the bare HNSW top-(k×4) SQL query on the one graph of the model's
+dimension (every sector's vectors, each walked once), which is the floor any full pipeline stands on. Prints both
+and the ratio.
 
     python -m bench.query --sizes 10000 100000
     python -m bench.query --sizes 100000 --period              # and each question naming a period
+    python -m bench.query --sizes 100000 --sector semantic     # and each filtered to a sector
     python -m bench.query --sizes 100000 --beside 2000         # and a small tenant beside the large one
     python -m bench.query --sizes 100000 --crowd 200           # the large one among 200 tenants of 50
     python -m bench.query --sizes 1000000 --queries 300      # bulk-loaded (~25 min here)
@@ -40,6 +42,7 @@ import random
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import numpy as np
@@ -109,7 +112,7 @@ def load_bulk(database_url: str, texts: list[str], batch: int = 10_000, link_chu
     started = time.perf_counter()
     with psycopg.connect(dsn, autocommit=True) as conn:
         indexes = conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename LIKE 'memory_vectors_%%' "
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memory_vectors' "
             "AND indexdef LIKE '%%USING hnsw%%'"
         ).fetchall()
         for name, _ in indexes:
@@ -173,14 +176,14 @@ def baseline(database_url: str, qs: list[str], k: int) -> tuple[list[float], lis
 
 
 def bare_query(conn: psycopg.Connection, embedder: EmbeddingProvider, q: str, k: int) -> tuple[float, float]:
-    """The model's milliseconds to embed `q`, and the bare HNSW top-4k query's on one sector partition."""
+    """The model's milliseconds to embed `q`, and the bare HNSW top-4k query's on the one graph."""
     started = time.perf_counter()
     vector = Vector(np.asarray(embedder.embed([q])[0], dtype=np.float32))
     embedding_ms = (time.perf_counter() - started) * 1000
     dim = embedder.dim
     started = time.perf_counter()
     conn.execute(
-        f"SELECT memory_id FROM memory_vectors WHERE sector = 'semantic' AND dim = {dim} AND indexed "
+        f"SELECT memory_id FROM memory_vectors WHERE walked AND dim = {dim} AND indexed "
         f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
         (vector, k * 4),
     ).fetchall()
@@ -188,25 +191,32 @@ def bare_query(conn: psycopg.Connection, embedder: EmbeddingProvider, q: str, k:
 
 
 def over_http(
-    gateway: StackUrl, srv: Servers, qs: list[str], k: int, users: list[str] | None = None
+    gateway: StackUrl,
+    srv: Servers,
+    qs: list[str],
+    k: int,
+    users: list[str] | None = None,
+    filters: dict[str, Any] | None = None,
 ) -> tuple[list[float], dict[str, list[float]], dict[str, float]]:
     """Wall-clock latency per query and, from the same requests (`explain: true`), the server's per-stage
     timings; "server" is the engine's whole time (`total`), "outside" the rest of the wall clock (HTTP,
     validation, serialisation, the Redis bookkeeping around the query). With several `users`, queries ask them in
     turn: each query's connection last served another tenant. Last, the CPU milliseconds a query cost each process
     (the stack's gateway and worker, and the servers `srv`), its after-effects (reinforcement) included. Among the
-    stages, `candidates` is a count: the memories each query scored (its hits and what their waypoints reached)."""
+    stages, `candidates` is a count: the memories each query scored (its hits and what their waypoints reached).
+    `filters`: sent with every query (`filters.sector`: a sector-filtered walk of the one graph)."""
+    extra = {"filters": filters} if filters else {}
     users = users or [USER]
     samples = []
     stages: dict[str, list[float]] = {}
     with httpx.Client(base_url=gateway, timeout=30) as client:
         for i, q in enumerate(qs[:20]):  # warm-up
-            client.post("/memory/query", json={"query": q, "k": k, "user_id": users[i % len(users)]})
+            client.post("/memory/query", json={"query": q, "k": k, "user_id": users[i % len(users)]} | extra)
         time.sleep(AFTERMATH_S)  # the warm-up's reinforcement lands before the meter starts
         meter = CpuMeter.of_stack(gateway, srv)
         for i, q in enumerate(qs):
             started = time.perf_counter()
-            body = {"query": q, "k": k, "user_id": users[i % len(users)], "explain": True}
+            body = {"query": q, "k": k, "user_id": users[i % len(users)], "explain": True} | extra
             response = client.post("/memory/query", json=body)
             wall = (time.perf_counter() - started) * 1000
             samples.append(wall)
@@ -305,6 +315,13 @@ def main() -> None:
         help='ask every question again with " this year" added: the worst case of time anchoring\'s search of '
         "the period (every memory of the store happened in it, so MNEMOFLOW_PERIOD_SCAN_LIMIT are compared)",
     )
+    parser.add_argument(
+        "--sector",
+        action="append",
+        default=[],
+        help="ask every question again with `filters.sector` this sector (repeatable): a filtered walk of the one "
+        "graph, to compare with the unfiltered",
+    )
     parser.add_argument("--adds", type=int, default=0, help="and this many single adds each way (see above)")
     parser.add_argument("--gate-ab", type=int, default=0, help="and this many queries each way (see above)")
     args = parser.parse_args()
@@ -321,7 +338,11 @@ def main() -> None:
             qs = questions(texts, args.queries)
             hnsw, model = baseline(url, qs, args.k)
             base, own = percentiles(hnsw), percentiles(model)
-            runs = {"": qs} | ({" this year": [f"{q} this year" for q in qs]} if args.period else {})
+            runs: dict[str, tuple[list[str], dict[str, Any] | None]] = {"": (qs, None)}
+            if args.period:
+                runs[" this year"] = ([f"{q} this year" for q in qs], None)
+            for sector in args.sector:
+                runs[f" in {sector}"] = (qs, {"sector": sector})
             small = f"{USER}-small"
             if args.crowd:  # the same 50 texts each: what matters is how many tenants there are
                 load(url, corpus(50, seed=98), users=[f"{USER}-crowd-{i}" for i in range(args.crowd)])
@@ -330,7 +351,10 @@ def main() -> None:
                 load(url, small_texts, users=[small])
                 small_qs = questions(small_texts, args.queries)
             with stack(url, srv.redis_url) as gateway:
-                measured = {label: over_http(gateway, srv, asked, args.k, users) for label, asked in runs.items()}
+                measured = {
+                    label: over_http(gateway, srv, asked, args.k, users, filters)
+                    for label, (asked, filters) in runs.items()
+                }
                 if args.beside:
                     label = f" + a {args.beside:,}-memory tenant, asked"
                     measured[label] = over_http(gateway, srv, small_qs, args.k, [small])

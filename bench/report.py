@@ -104,7 +104,7 @@ BENCHMARKS = (
         ("bench.query", "--sizes", "10000", "100000"),
         "`POST /memory/query` over HTTP (k = 8, one client, `explain: true`) on a store of synthetic memories:"
         " p50/p95/p99 and the server's time per stage. Baseline in the same run and database: the bare HNSW top-32"
-        " SQL query on one sector partition, the floor any pipeline stands on.",
+        " SQL query on the one graph of every sector's vectors, the floor any pipeline stands on.",
     ),
     Benchmark(
         "query-1m",

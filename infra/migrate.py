@@ -21,3 +21,8 @@ def alembic_config(database_url: str) -> Config:
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Bring the database to `revision` (default: the newest)."""
     command.upgrade(alembic_config(database_url), revision)
+
+
+def downgrade(database_url: str, revision: str) -> None:
+    """Take the database back to `revision` (an operator undoing a release; the migrations' tests)."""
+    command.downgrade(alembic_config(database_url), revision)

@@ -55,7 +55,7 @@ class EmbeddingSettings(BaseModel):
     embed_context_turns: int = Field(default=_CONTEXT.turns, ge=0, le=16)
     embed_context_chars: int = Field(default=_CONTEXT.chars, ge=0, le=100_000)
 
-    # The vector index (HNSW per sector partition and dimension)
+    # The vector index (one HNSW graph per dimension)
     hnsw_m: int = Field(default=16, ge=4, le=100)
     hnsw_ef_construction: int = Field(default=64, ge=8, le=1000)
     hnsw_ef_search: int = Field(default=64, ge=1, le=1000)

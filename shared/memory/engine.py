@@ -221,12 +221,12 @@ class MemoryEngine:
         """Index up to `limit` fresh vectors and link their memories (their terms were counted when they were
         stored); returns (vectors merged, links made).
 
-        analyze=True refreshes the touched partitions' statistics before linking (do it every few
+        analyze=True refreshes the vector table's statistics before linking (do it every few
         thousand rows of a large merge, or the link searches stop using the HNSW index).
         """
         moved, merged = vector_store.merge_fresh_vectors(session, limit=limit)
         if analyze and merged:
-            vector_store.analyze_vectors(session, merged)
+            vector_store.analyze_vectors(session)
         return moved, self.link(session, merged)
 
     def add(

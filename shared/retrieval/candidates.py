@@ -98,7 +98,7 @@ class CandidateSearch:
         beside: Future[tuple[Prelude, float]] | None = None
         gated = ask.weighs_evidence
         if side_session is not None and self._side is not None and (options.lexical or gated or dims):
-            beside = self._side.submit(self._prelude_beside, side_session, ask, sectors, dims)
+            beside = self._side.submit(self._prelude_beside, side_session, ask, dims)
         queries, calls = self.embed(ask.text, ask.user_id)
         watch.lap("embed")
         # The stage names are the ones the stages had apart: `lexical` is now the full-text stage's first part
@@ -109,14 +109,14 @@ class CandidateSearch:
             watch.lap("lexical_wait")
             watch.laps["lexical"] = prelude_ms
         else:
-            first = self._prelude(session, ask, sectors, dims)
+            first = self._prelude(session, ask, dims)
             watch.lap("lexical")
         terms, present = first.terms, first.present
         asked = self._query_terms(first, named_period=bool(period)) if gated else None
         searched = {sector: queries[sector] for sector in sectors} if options.dense else {}
         rungs = search.smaller_rungs(searched, self.ladder) if searched else []
         if rungs != dims:  # a model whose vectors are not `dim` long: probed again, for the rungs they have
-            present = search.compressed_rungs(session, ask.user_id, sectors, rungs) if rungs else set()
+            present = search.compressed_rungs(session, ask.user_id, rungs) if rungs else set()
         lexical = (
             bm25.lexical_plan(terms, ask.user_id, limit=ask.pool, where=ask.where, params=self.lexical)
             if options.lexical and terms
@@ -166,20 +166,18 @@ class CandidateSearch:
         df = {r.lexeme: int(r.df) for r in first.terms}
         return query_terms(without_time(df) if named_period else df, documents, first.names)
 
-    def _prelude(self, session: Session, ask: Ask, sectors: Sequence[str], dims: Sequence[int]) -> Prelude:
+    def _prelude(self, session: Session, ask: Ask, dims: Sequence[int]) -> Prelude:
         """The query terms' statistics (full text or the evidence gate on), its names' (the gate on) and the
         compressed rungs among `dims` the tenant has, in one round trip."""
         gated = ask.weighs_evidence
         text = ask.text if ask.options.lexical or gated else None
         names = names_in(ask.text) if gated else ()
-        return prelude(session, ask.user_id, text, self.lexical.config, sectors, dims, names)
+        return prelude(session, ask.user_id, text, self.lexical.config, dims, names)
 
-    def _prelude_beside(
-        self, side_session: SessionFactory, ask: Ask, sectors: Sequence[str], dims: Sequence[int]
-    ) -> tuple[Prelude, float]:
+    def _prelude_beside(self, side_session: SessionFactory, ask: Ask, dims: Sequence[int]) -> tuple[Prelude, float]:
         started = time.perf_counter()
         with side_session() as session:
-            first = self._prelude(session, ask, sectors, dims)
+            first = self._prelude(session, ask, dims)
         return first, round((time.perf_counter() - started) * 1000, 3)
 
     def embed(self, text: str, tenant: str) -> tuple[dict[str, SectorVector], list[EmbedCall]]:

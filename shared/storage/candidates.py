@@ -43,7 +43,7 @@ class Prelude(NamedTuple):
     compressed rungs present, and each of the query's names with its lexemes' document frequencies."""
 
     terms: list[Any]
-    present: set[tuple[str, int]]
+    present: set[int]
     names: dict[str, dict[str, int]]  # name -> {lexeme: df in the tenant}; a stop word has no lexeme
 
 
@@ -52,7 +52,6 @@ def prelude(
     user_id: str,
     query: str | None,
     config: str,
-    sectors: Sequence[str],
     dims: Sequence[int],
     names: Sequence[str] = (),
 ) -> Prelude:
@@ -64,20 +63,20 @@ def prelude(
     none = "CAST(NULL AS text) AS name"
     if query is not None:
         parts.append(
-            "SELECT lexeme, df, documents, total_length, CAST(NULL AS text) AS sector, CAST(NULL AS integer) AS dim, "
+            "SELECT lexeme, df, documents, total_length, CAST(NULL AS integer) AS dim, "
             f"row_number() OVER (ORDER BY lexeme) AS n, {none} FROM ({bm25.TERM_STATS_SQL}) AS terms"
         )
         params |= {"config": config, "query": query}
     if dims:
         parts.append(
             "SELECT CAST(NULL AS text) AS lexeme, CAST(NULL AS bigint) AS df, CAST(NULL AS bigint) AS documents, "
-            f"CAST(NULL AS bigint) AS total_length, sector, dim, CAST(NULL AS bigint) AS n, {none} "
-            f"FROM ({search.rungs_sql(sectors, dims)}) AS rungs"
+            f"CAST(NULL AS bigint) AS total_length, dim, CAST(NULL AS bigint) AS n, {none} "
+            f"FROM ({search.rungs_sql(dims)}) AS rungs"
         )
     if names:
         parts.append(
             "SELECT t.lexeme, COALESCE(ts.df, 0) AS df, CAST(NULL AS bigint) AS documents, "
-            "CAST(NULL AS bigint) AS total_length, CAST(NULL AS text) AS sector, CAST(NULL AS integer) AS dim, "
+            "CAST(NULL AS bigint) AS total_length, CAST(NULL AS integer) AS dim, "
             "CAST(NULL AS bigint) AS n, nm.name "
             "FROM unnest(CAST(:names AS text[])) AS nm(name) "
             "CROSS JOIN LATERAL unnest(to_tsvector(CAST(:config AS regconfig), nm.name)) AS t "
@@ -92,7 +91,7 @@ def prelude(
     for r in rows:
         if r.name is not None:
             found[r.name][r.lexeme] = int(r.df)
-    return Prelude(terms, {(r.sector, int(r.dim)) for r in rows if r.sector is not None}, found)
+    return Prelude(terms, {int(r.dim) for r in rows if r.dim is not None}, found)
 
 
 @dataclass
@@ -115,7 +114,7 @@ def fused_with_links(
     *,
     limit: int,
     where: MemoryFilter,
-    present: set[tuple[str, int]],
+    present: set[int],
     dense_min_similarity: float,
     rrf_k: int,
     max_hops: int,

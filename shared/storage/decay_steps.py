@@ -221,7 +221,7 @@ def lock_for_compression(
 
 
 def _stage_vectors(session: Session, vectors: Sequence[VectorRow]) -> None:
-    """COPY the pooled vectors (binary) into a transaction-scoped temp table, to update the partitions from."""
+    """COPY the pooled vectors (binary) into a transaction-scoped temp table, to update the vector table from."""
     session.execute(
         text(
             "CREATE TEMP TABLE IF NOT EXISTS decay_vectors "

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 ORDER: dict[str, str] = {
     "memories": "id",
     "waypoints": "src_id, dst_id, kind",  # gone with their memories; left only if one end were another's
-    "memory_vectors": "sector, memory_id",  # likewise
+    "memory_vectors": "memory_id, sector",  # likewise (its primary key's order)
     "fresh_codes": "sector, memory_id",  # likewise
     "documents": "id",
     "jobs": "id",

@@ -5,7 +5,7 @@ The read path plans its statements from each table's statistics: `mnemoflow_near
 and each fresh vector's lookup by its key. PostgreSQL's autovacuum refreshes them once a tenth of a table's rows
 changed, but it visits each database once a minute (`autovacuum_naptime`), and a 100,000-memory import is stored in
 25 s. Measured at the end of such an import with nothing merged yet (`bench.ingest`, the merge waiting):
-- the vector partitions still had the statistics their migration gathered while they were empty. Each of the 400
+- the vector table still had the statistics their migration gathered while they were empty. Each of the 400
   fresh vectors a query compares exactly was then looked up by key and through the tenant's whole `(user_id, dim)`
   index (a BitmapAnd): the read path's statement took 0.9 s at 100,000 fresh vectors, 17 ms at 30,000;
 - `memories` had never been analysed: on those statistics the statement of a settled 100k store took 11-13 ms
@@ -14,7 +14,7 @@ changed, but it visits each database once a minute (`autovacuum_naptime`), and a
 The merge cycle calls `refresh` on every run, whether it merges or yields to the burst: a table is analysed again
 once its rows changed since its last `ANALYZE` by at least `STALE_SHARE` of the rows that one counted (and
 `STALE_MIN`), so about once each time it grows by half. An `ANALYZE` reads a sample of at most 30,000 rows: 0.1-0.2 s
-a table at 100,000 memories. The merge's lanes also analyse the partitions they merge into, every few thousand
+a table at 100,000 memories. The merge's lanes also analyse the vector table, every few thousand
 vectors (`merge_cycle.ANALYZE_EVERY`).
 """
 
@@ -25,9 +25,7 @@ from collections.abc import Sequence
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from shared.memory.sectors import SECTORS
-
-READ_PATH_TABLES = ("memories", "fresh_codes", *(f"memory_vectors_{sector}" for sector in SECTORS))
+READ_PATH_TABLES = ("memories", "fresh_codes", "memory_vectors")
 STALE_SHARE = 0.5  # rows changed since the last ANALYZE, as a share of the rows it counted
 STALE_MIN = 1_000  # ... and at least as many (a new table's first rows)
 

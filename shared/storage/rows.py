@@ -200,17 +200,18 @@ def row_to_dict(row: Any) -> dict[str, Any]:
     return data
 
 
-def filter_arguments(clause: str, params: dict[str, Any], *, first: int, name: str) -> str:
+def filter_arguments(clause: str, params: dict[str, Any], *, first: int, name: str, suffix: str = "") -> str:
     """A `MemoryFilter` condition (`clause`, written with the filter's `:f_...` parameters, whose values are in
     `params`) for a function that runs it in a statement of its own (`mnemoflow_nearest`, `mnemoflow_fresh`,
     `mnemoflow_matching`): the text goes in as the parameter `name` with the values as that statement's `$first`
     onwards, the function's arguments after the text. Returns those arguments for the call (`, :name, ...`; empty
-    without a condition) and puts the text in `params`."""
+    without a condition) and puts the text in `params`. `suffix`: the values are in `params` as `f_...{suffix}`
+    (a statement calling the function with several filters)."""
     if not clause:
         return ""
     params[name] = re.sub(r":(f_\w+)", lambda m: f"${first + FILTER_PARAMS.index(m.group(1))}", clause)
     arguments = [
-        f"CAST(:{param} AS {kind})" if param in params else f"CAST(NULL AS {kind})"
+        f"CAST(:{param}{suffix} AS {kind})" if f"{param}{suffix}" in params else f"CAST(NULL AS {kind})"
         for param, kind in zip(FILTER_PARAMS, _FILTER_TYPES, strict=True)
     ]
     return f", :{name}, {', '.join(arguments)}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from shared.db import read_rows
 from shared.lifecycle.compression import pool_to
-from shared.memory.sectors import SECTORS, group_sectors, validate_sector
+from shared.memory.sectors import SECTORS, group_sectors
 from shared.storage.rows import MemoryFilter, SectorVector, filter_arguments, lean_columns, occurred_sql
 from shared.storage.statements import Cte, compose
 
@@ -49,28 +50,23 @@ def _pooled(vector: bytes, dim: int) -> np.ndarray:
     return pooled
 
 
-def compressed_rungs(
-    session: Session, user_id: str, sectors: Sequence[str], dims: Sequence[int]
-) -> set[tuple[str, int]]:
-    """The (sector, dim) pairs among `dims` on which the tenant has vectors: one probe of a partition's
-    (user_id, dim) index per pair, in one round trip, so a query searches a compressed rung's index only where
-    it can find something. Sector and dim are literals on purpose: with parameters the planner cannot see that
-    a rung is rare and scans.
+def compressed_rungs(session: Session, user_id: str, dims: Sequence[int]) -> set[int]:
+    """The dimensions among `dims` on which the tenant has vectors: one probe of the (user_id, dim) index per
+    dimension, in one round trip, so a query searches a compressed rung's graph only where it can find something.
+    The dimension is a literal on purpose: with a parameter the planner cannot see that a rung is rare and scans.
 
     A separate round trip on purpose, too: written into the search itself as one-time filters, the rungs'
     branches cost more to plan on every query (~2.4 ms of the dense stage's ~5.5 at 100k) than this probe."""
     if not dims:
         return set()
-    rows = read_rows(session, rungs_sql(sectors, dims), {"user_id": user_id})
-    return {(r.sector, int(r.dim)) for r in rows}
+    return {int(r.dim) for r in read_rows(session, rungs_sql(dims), {"user_id": user_id})}
 
 
-def rungs_sql(sectors: Sequence[str], dims: Sequence[int]) -> str:
-    """`compressed_rungs`' statement (`sector`, `dim`; binds `user_id`); `dims` not empty."""
+def rungs_sql(dims: Sequence[int]) -> str:
+    """`compressed_rungs`' statement (`dim`; binds `user_id`); `dims` not empty."""
     return " UNION ALL ".join(
-        f"SELECT '{sector}' AS sector, {int(dim)} AS dim WHERE EXISTS "
-        f"(SELECT 1 FROM memory_vectors_{sector} WHERE user_id = :user_id AND dim = {int(dim)})"
-        for sector in map(validate_sector, sectors)
+        f"SELECT {int(dim)} AS dim WHERE EXISTS "
+        f"(SELECT 1 FROM memory_vectors WHERE user_id = :user_id AND dim = {int(dim)})"
         for dim in dims
     )
 
@@ -84,18 +80,20 @@ def dense_candidates(
     where: MemoryFilter,
     ladder: Callable[[int], Sequence[int]] = lambda dim: (dim,),
 ) -> list[tuple[uuid.UUID, float]]:
-    """Nearest memories by cosine over each sector's HNSW index, best similarity per memory, best first.
+    """Nearest memories by cosine, one walk of the HNSW graph per model and rung, best similarity per memory, best
+    first.
 
     `ladder`: the dimensions a model's vectors may have been compressed to (decay); each rung the tenant has
     vectors on is searched with the query pooled to it, through that rung's own partial HNSW index.
 
     `queries`: the sectors to search, each with the query embedded by that sector's model; only vectors
-    of that model count (during a re-embed a store holds two models' vectors).
+    of that model count (during a re-embed a store holds two models' vectors), and only memories of those sectors
+    (a filter of the walk, unless every sector is searched).
     """
     if not queries:
         return []
     smaller = smaller_rungs(queries, ladder)
-    present = compressed_rungs(session, user_id, list(queries), smaller) if smaller else set()
+    present = compressed_rungs(session, user_id, smaller) if smaller else set()
     statement, params = dense_plan(queries, limit=limit, where=where, ladder=ladder, present=present)
     rows = read_rows(session, statement, params | {"user_id": user_id})
     best: dict[uuid.UUID, float] = {}
@@ -115,49 +113,51 @@ def dense_plan(
     limit: int,
     where: MemoryFilter,
     ladder: Callable[[int], Sequence[int]],
-    present: set[tuple[str, int]],
+    present: set[int],
 ) -> tuple[str, dict[str, Any]]:
     """`dense_candidates`' statement (`memory_id`, `sim`: a memory once per vector found, unordered) and its
     parameters but `user_id`; `present`: the compressed rungs the tenant has vectors on (`compressed_rungs`)."""
-    clause, params = where.sql("m")
-
-    # The filter on the memory of row `v`, inside `mnemoflow_nearest`'s and `mnemoflow_fresh`'s statements, its values
-    # their $6 to $11.
-    filtered = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
-    nearest_filter = filter_arguments(filtered, params, first=6, name="nearest_filter")
-    groups = group_sectors(queries)
+    params: dict[str, Any] = where.sql("m")[1]
     parts = []
-    for g, (query, sectors) in enumerate(groups):
+    for g, (query, sectors) in enumerate(group_sectors(queries)):
         params[f"model{g}"] = query.model
+        # The filter on the memory of row `v`, inside `mnemoflow_nearest`'s and `mnemoflow_fresh`'s statements, its
+        # values their $6 to $11: the caller's, and the group's sectors unless it searches all of them (every
+        # sector's vectors are in one graph).
+        chosen = [sector for sector in sectors if not where.sectors or sector in where.sectors]
+        if not chosen:
+            continue
+        scoped = replace(where, sectors=None if set(chosen) == set(SECTORS) else chosen)
+        clause, values = scoped.sql("m")
+        params |= {f"{key}_{g}": value for key, value in values.items()}
+        filtered = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
+        nearest_filter = filter_arguments(filtered, params, first=6, name=f"nearest_filter{g}", suffix=f"_{g}")
         for dim, vector in query_rungs(query.vector, ladder).items():
-            full = dim == int(query.vector.shape[0])
-            on_rung = sectors if full else [sector for sector in sectors if (sector, dim) in present]
-            if not on_rung:
+            if dim != int(query.vector.shape[0]) and dim not in present:
                 continue
             name = f"q{g}_{dim}"
             distance = f"v.embedding::vector({dim}) <=> CAST(:{name} AS vector({dim}))"
             params[name] = Vector(vector)
-            # Settled rows, each sector's through `mnemoflow_nearest` (migration 0017): its statement is planned on
-            # every call for the tenant, so a small tenant reads its own rows and a large one walks the HNSW index,
-            # whatever the store's other tenants. The rest is planned once: the sectors and the limit are literals,
-            # like the dimensions, so the generic plan of the prepared statement (psycopg prepares a statement on its
-            # fifth run on a connection) costs no more than a custom one and the server keeps it, instead of
-            # planning the statement again on every query (about half of its time at 100k).
-            for sector in map(validate_sector, on_rung):
-                parts.append(
-                    f"""(SELECT n.memory_id, n.sim FROM mnemoflow_nearest('{sector}', {dim}, :user_id, :model{g},
-                         CAST(:{name} AS vector({dim})), {int(limit)}{nearest_filter}) n)"""
-                )
-            # ... and the tenant's fresh rows, in all those sectors at once: their binary codes ranked by Hamming
-            # distance (a narrow table: migration 0016), the best FRESH_SHORTLIST of them compared exactly. A
-            # tenant with fewer fresh vectors than that has them all compared: exact, as before.
+            # Settled rows through `mnemoflow_nearest` (migrations 0017, 0030): one walk of the rung's graph, its
+            # statement planned on every call for the tenant, so a small tenant reads its own rows and a large one
+            # walks the HNSW index, whatever the store's other tenants. The rest is planned once: the limit is a
+            # literal, like the dimension, so the generic plan of the prepared statement (psycopg prepares a
+            # statement on its fifth run on a connection) costs no more than a custom one and the server keeps it,
+            # instead of planning the statement again on every query (about half of its time at 100k).
+            parts.append(
+                f"""(SELECT n.memory_id, n.sim FROM mnemoflow_nearest({dim}, :user_id, :model{g},
+                     CAST(:{name} AS vector({dim})), {int(limit)}{nearest_filter}) n)"""
+            )
+            # ... and the tenant's fresh rows: their binary codes (of walked rows only) ranked by Hamming distance (a
+            # narrow table: migration 0016), the best FRESH_SHORTLIST of them compared exactly. A tenant with fewer
+            # fresh vectors than that has them all compared: exact, as before.
             # The first pass is `mnemoflow_fresh` (migration 0019), planned for the tenant on each call like the
             # settled rows' search: in the kept plan, made for the average tenant, a tenant with nothing fresh read
             # the whole table while another tenant's burst waited in it (6 ms a query at 108,000 codes). The
             # query's code goes in typed, read once (a cast of the text parameter per code was half the first pass).
             # Each vector is read by its key alone (a code has its vector's tenant, dimension and model, kept by the
             # triggers), in a lateral subquery (its `LIMIT 1` keeps it one: merged into a join, on a small store the
-            # planner may hash the whole partition instead) whose `IS NOT TRUE` no partial index of fresh rows can
+            # planner may hash the whole table instead) whose `IS NOT TRUE` no partial index of fresh rows can
             # serve: joined on the key with `NOT v.indexed`, a plan made while the statistics said "nothing is fresh"
             # (a prepared statement keeps it until they are refreshed) scanned the tenant's whole fresh index once per
             # code, 4 to 8 s a query at 100,000 fresh vectors; with the tenant's or the dimension's condition the
@@ -165,17 +165,11 @@ def dense_plan(
             # code.
             # A tenant with many fresh vectors (a bulk import draining) has only the codes of the anchors nearest the
             # query read (migration 0021: an inverted file over the codes, shared/storage/anchors.py).
-            # every sector searched: no condition on it (a fifth of the first pass at 108,000 codes)
-            fresh = (
-                "NULL"
-                if set(on_rung) == set(SECTORS)
-                else "ARRAY[" + ", ".join(f"'{sector}'" for sector in map(validate_sector, on_rung)) + "]"
-            )
             params[f"{name}_code"] = binary_code(vector)
             shortlist = max(FRESH_SHORTLIST, 4 * int(limit))
             parts.append(
                 f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
-                     FROM mnemoflow_fresh({fresh}, {dim}, :user_id, :model{g},
+                     FROM mnemoflow_fresh(NULL, {dim}, :user_id, :model{g},
                                           CAST(:{name}_code AS varbit), {shortlist}{nearest_filter},
                                           p_query => CAST(:{name} AS vector({dim}))) c
                      CROSS JOIN LATERAL (SELECT v.memory_id, v.embedding FROM memory_vectors v

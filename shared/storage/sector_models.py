@@ -103,12 +103,12 @@ def _check(store: Mapping[str, StoreModel], embedders: Mapping[str, EmbeddingPro
 
 
 def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_construction: int) -> None:
-    """The partial HNSW index of every sector partition for vectors of each dimension in `dims`.
+    """The partial HNSW index of the vectors of each dimension in `dims` (one graph for every sector).
 
     Every process checks at start-up; only one that finds an index missing runs DDL, under one lock (the first
     start of a store, or a new model). The others read the catalogue and take no lock.
     """
-    wanted = {vector_index_name(sector, dim): (sector, dim) for dim in dims for sector in SECTORS}
+    wanted = {vector_index_name(dim): dim for dim in dims}
     if not set(wanted) - _existing_indexes(session, list(wanted)):
         return
     # Building an index over existing vectors, or waiting for another process building one, may take minutes:
@@ -116,8 +116,7 @@ def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_constr
     set_timeouts(session, NO_TIMEOUTS)
     locks.hold_for_transaction(session, Lock.INDEX_DDL)  # concurrent DDL races
     for name in sorted(set(wanted) - _existing_indexes(session, list(wanted))):
-        sector, dim = wanted[name]
-        session.execute(text(create_vector_index_sql(sector, dim, m, ef_construction)))
+        session.execute(text(create_vector_index_sql(wanted[name], m, ef_construction)))
 
 
 def _existing_indexes(session: Session, names: list[str]) -> set[str]:

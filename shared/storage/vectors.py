@@ -10,11 +10,10 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from shared.memory.sectors import validate_sector
 from shared.storage import anchors
 from shared.storage.rows import RETURNED_SET, SectorVector
 
-_VECTOR_COLUMNS = "memory_id, sector, user_id, dim, model, indexed, embedding"
+_VECTOR_COLUMNS = "memory_id, sector, user_id, dim, model, indexed, walked, embedding"
 _CODE_COLUMNS = "sector, memory_id, user_id, dim, model, code, anchor"
 # the session's staging table for vectors on their way in (made once per connection; IF NOT EXISTS would log a
 # notice on every write); `anchor` is the fresh code's, filed by the writer (NULL: the trigger files it)
@@ -22,18 +21,19 @@ _STAGING_TABLE = """
 DO $$ BEGIN
     IF to_regclass('pg_temp.vectors_staged') IS NULL THEN
         CREATE TEMP TABLE vectors_staged (memory_id uuid, sector text, user_id text, dim smallint, model text,
-                                          indexed boolean, embedding vector, anchor smallint) ON COMMIT DELETE ROWS;
+                                          indexed boolean, walked boolean, embedding vector, anchor smallint)
+            ON COMMIT DELETE ROWS;
     END IF;
 END $$
 """
-# From the staging table into the partitions, the fresh codes the writer filed beside them: the trigger
+# From the staging table into the vector table, the fresh codes the writer filed beside them: the trigger
 # `fresh_codes_added` (migration 0024) writes only the codes not written by the statement itself.
 _MOVE = f"""
 WITH moved AS (DELETE FROM vectors_staged RETURNING {_VECTOR_COLUMNS}, anchor),
 filed AS (
     INSERT INTO fresh_codes ({_CODE_COLUMNS})
     SELECT sector, memory_id, user_id, dim, model, binary_quantize(embedding)::varbit, anchor FROM moved
-    WHERE NOT indexed AND anchor IS NOT NULL
+    WHERE NOT indexed AND walked AND anchor IS NOT NULL
     ON CONFLICT (sector, memory_id) DO UPDATE SET user_id = excluded.user_id, dim = excluded.dim,
         model = excluded.model, code = excluded.code, anchor = excluded.anchor
 )
@@ -43,25 +43,35 @@ VectorRows = Iterable[tuple[uuid.UUID, str, Mapping[str, SectorVector]]]  # memo
 
 
 def copy_vectors(session: Session, rows: VectorRows, *, indexed: bool) -> None:
-    """COPY the vectors (one per sector of each memory) in binary: the fastest way into the partitions.
+    """COPY the vectors (one per sector of each memory) in binary: the fastest way into the table.
 
     Row-level security refuses COPY FROM into memory_vectors, so they go into a temporary table of the session
     and from there in one INSERT, which the tenant's policy checks. Fresh vectors (`indexed` false) get their
     codes filed under the nearest anchor here, in one product of matrices per model and dimension, instead of by
-    the trigger, which compares each vector with every anchor in SQL (~40 µs a vector)."""
+    the trigger, which compares each vector with every anchor in SQL (~40 µs a vector).
+
+    Of a memory's rows with the same model and vector (simple mode: every sector's) the first is `walked`, the one
+    the HNSW graph and the fresh tier's codes hold (migration 0030)."""
     rows = list(rows)
     filed = {} if indexed else _filed(session, rows)
     session.execute(text(_STAGING_TABLE))
     raw = session.connection().connection.driver_connection
     assert raw is not None
     with raw.cursor() as cur, cur.copy("COPY vectors_staged FROM STDIN WITH (FORMAT BINARY)") as copy:
-        copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "vector", "int2"])
+        copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "bool", "vector", "int2"])
         for memory_id, user_id, vectors in rows:
             encoded: dict[int, Vector] = {}  # simple mode: one vector serves every sector
+            walked: set[tuple[str, bytes]] = set()
             for sector, sv in vectors.items():
-                vector = encoded.setdefault(id(sv.vector), Vector(np.asarray(sv.vector, dtype=np.float32)))
-                dim = int(sv.vector.shape[0])
-                copy.write_row((memory_id, sector, user_id, dim, sv.model, indexed, vector, filed.get(id(sv.vector))))
+                array = np.asarray(sv.vector, dtype=np.float32)
+                vector = encoded.setdefault(id(sv.vector), Vector(array))
+                key = (sv.model, array.tobytes())
+                first = key not in walked
+                walked.add(key)
+                anchor = filed.get(id(sv.vector))
+                copy.write_row(
+                    (memory_id, sector, user_id, int(array.shape[0]), sv.model, indexed, first, vector, anchor)
+                )
     session.execute(text(_MOVE))
 
 
@@ -119,6 +129,27 @@ def swap_vectors(
         group = [(i, user, vectors) for i, user, vectors, on in rows if on is indexed and vectors]
         if group:
             copy_vectors(session, group, indexed=indexed)
+    if sectors is not None:  # the rows kept and the new ones were elected apart
+        elect_walked(session, ids)
+
+
+def elect_walked(session: Session, memory_ids: Sequence[str]) -> None:
+    """Walk one row per (memory, model, vector) of these memories again, the primary sector's first: after some of
+    their sectors' vectors were replaced, a vector kept may have lost its walked row, or gained a second one."""
+    session.execute(
+        text(
+            """
+            UPDATE memory_vectors v SET walked = w.walked
+            FROM (SELECT x.sector, x.memory_id,
+                         row_number() OVER (PARTITION BY x.memory_id, x.model, x.embedding
+                                            ORDER BY x.sector = m.primary_sector DESC, x.sector) = 1 AS walked
+                  FROM memory_vectors x JOIN memories m ON m.id = x.memory_id
+                  WHERE x.memory_id = ANY(CAST(:ids AS uuid[]))) w
+            WHERE v.sector = w.sector AND v.memory_id = w.memory_id AND v.walked IS DISTINCT FROM w.walked
+            """
+        ),
+        {"ids": list(memory_ids)},
+    )
 
 
 def settled_ids(session: Session, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
@@ -186,23 +217,21 @@ def merge_fresh_vectors(session: Session, *, limit: int) -> tuple[int, dict[str,
     return len(rows), merged
 
 
-def analyze_vectors(session: Session, sectors: Iterable[str]) -> None:
-    """Refresh planner statistics of vector partitions that just grew.
+def analyze_vectors(session: Session) -> None:
+    """Refresh the planner statistics of the vector table after it grew.
 
     With stale statistics after a bulk merge the planner believes a tenant has a handful of vectors and
     sorts them by exact distance instead of walking the HNSW index: milliseconds per search, not 0.4 ms.
     """
-    for sector in sorted(set(sectors)):
-        validate_sector(sector)
-        session.execute(text(f"ANALYZE memory_vectors_{sector}"))
+    session.execute(text("ANALYZE memory_vectors"))
 
 
 def fresh_by_sector(session: Session, user_id: str | None = None) -> dict[str, int]:
-    """Vectors waiting for the merge into their sector's HNSW index, by sector (those with any), store-wide or of one
-    tenant: the fresh tier's backlog, which every query of their tenants reads until it drains. Counted over their
-    binary codes (`fresh_codes`, one row per fresh vector, kept by triggers): 30-50 ms at 108,000 waiting, where
-    counting the vector partitions' fresh rows read them whole (~200-400 ms with two parallel workers); a tenant's
-    through its (user_id, dim) index (6 ms against 13 at 108,000)."""
+    """Vectors waiting for the merge into the HNSW index, by the sector of their walked row (those with any),
+    store-wide or of one tenant: the fresh tier's backlog, which every query of their tenants reads until it drains.
+    Counted over their binary codes (`fresh_codes`, one row per distinct fresh vector, kept by triggers): 30-50 ms
+    at 108,000 waiting, where counting the vectors' fresh rows read them whole (~200-400 ms with two parallel
+    workers); a tenant's through its (user_id, dim) index (6 ms against 13 at 108,000)."""
     if user_id is None:
         rows = session.execute(text("SELECT sector, count(*) AS n FROM fresh_codes GROUP BY sector"))
     else:

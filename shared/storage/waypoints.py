@@ -19,8 +19,9 @@ def link_to_best_match(
 ) -> int:
     """Create each new memory's single waypoint to its most similar memory (cosine ≥ threshold).
 
-    Searched among indexed memories of the memory's primary-sector partition (architecture seed: the
-    single strongest link); a link that crosses sectors is made in both directions.
+    Searched among indexed memories of the memory's primary sector, in the one HNSW graph of its dimension (the
+    memory's sectors as the walk's filter; architecture seed: the single strongest link); a link that crosses
+    sectors is made in both directions.
     """
     if not memory_ids:
         return 0
@@ -34,8 +35,9 @@ def link_to_best_match(
                     SELECT v.memory_id,
                            1 - (v.embedding::vector({dim}) <=> n.embedding::vector({dim})) AS sim
                     FROM memory_vectors v
-                    WHERE v.sector = :sector AND v.dim = {dim} AND v.indexed AND v.user_id = n.user_id
+                    WHERE v.walked AND v.dim = {dim} AND v.indexed AND v.user_id = n.user_id
                       AND v.model = :model AND v.memory_id <> n.memory_id
+                      AND EXISTS (SELECT 1 FROM memories o WHERE o.id = v.memory_id AND :sector = ANY(o.sectors))
                     ORDER BY v.embedding::vector({dim}) <=> n.embedding::vector({dim})
                     LIMIT 1
                 ) best

@@ -33,7 +33,6 @@ pytestmark = pytest.mark.integration
 TENANT_TABLES = [
     "memories",
     "memory_vectors",
-    *(f"memory_vectors_{sector}" for sector in SECTORS),
     "fresh_codes",
     "waypoints",
     "term_stats",

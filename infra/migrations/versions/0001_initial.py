@@ -9,7 +9,6 @@ from alembic import op
 
 from shared.config import get_settings
 from shared.memory.sectors import SECTORS
-from shared.storage.vector_index import create_vector_index_sql
 
 revision = "0001"
 down_revision = None
@@ -17,6 +16,15 @@ branch_labels = None
 depends_on = None
 
 SECTOR_LIST = ", ".join(f"'{s}'" for s in SECTORS)
+
+
+def _partition_index_sql(sector: str, dim: int, m: int, ef_construction: int) -> str:
+    """The HNSW index of one sector partition at one dimension, as this schema had it (0030 makes one table)."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS memory_vectors_{sector}_hnsw_{int(dim)} ON memory_vectors_{sector} "
+        f"USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops) "
+        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)}) WHERE dim = {int(dim)} AND indexed"
+    )
 
 
 def upgrade() -> None:
@@ -123,7 +131,7 @@ def upgrade() -> None:
             "WHERE NOT indexed"
         )
         op.execute(
-            create_vector_index_sql(sector, settings.vector_dim or 384, settings.hnsw_m, settings.hnsw_ef_construction)
+            _partition_index_sql(sector, settings.vector_dim or 384, settings.hnsw_m, settings.hnsw_ef_construction)
         )
 
     # Per-tenant term statistics for BM25 (document frequency, corpus size, total length), counted when a

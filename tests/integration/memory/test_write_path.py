@@ -27,11 +27,12 @@ def test_add_classifies_embeds_and_stores_a_vector_per_sector(db, engine, tenant
     assert memory["salience"] == pytest.approx(expected_salience)
     with db.session() as s:
         rows = s.execute(
-            text("SELECT tableoid::regclass::text AS part, sector, dim FROM memory_vectors WHERE memory_id = :id"),
+            text("SELECT sector, dim, walked FROM memory_vectors WHERE memory_id = :id"),
             {"id": memory["id"]},
         ).all()
     assert sorted(r.sector for r in rows) == sorted(memory["sectors"])
-    assert all(r.part == f"memory_vectors_{r.sector}" for r in rows)  # partitioned by sector
+    # one vector shared by every sector (simple mode): walked once, in the primary sector's row
+    assert [r.sector for r in rows if r.walked] == [memory["primary_sector"]]
     assert {r.dim for r in rows} == {engine.embedder.dim}
 
 

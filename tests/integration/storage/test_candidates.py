@@ -150,9 +150,9 @@ def test_the_one_statement_reads_what_the_stages_read_apart(
             period=period,
         )
         smaller = search.smaller_rungs(searched, ladder) if searched else []
-        terms, present, _ = prelude(s, tenant, query, settings.lexical.config, list(searched), smaller)
+        terms, present, _ = prelude(s, tenant, query, settings.lexical.config, smaller)
         assert [t[:4] for t in terms] == [tuple(t) for t in bm25.term_stats(s, tenant, query, settings.lexical)]
-        assert present == search.compressed_rungs(s, tenant, list(searched), smaller)
+        assert present == search.compressed_rungs(s, tenant, smaller)
         together = fused_with_links(
             s,
             tenant,

@@ -163,12 +163,12 @@ def test_the_merge_trains_anchors_once_and_assigns_every_code_to_its_nearest(anc
         inserted = s.execute(
             text(
                 "INSERT INTO memory_vectors (memory_id, sector, user_id, dim, model, indexed, embedding) "
-                "SELECT v.memory_id, 'reflective', v.user_id, v.dim, v.model, false, v.embedding "
+                "SELECT v.memory_id, 'reflective', v.user_id, v.dim, v.model, false, CAST(:w AS vector) "
                 "FROM memory_vectors v WHERE v.user_id = :u AND NOT v.indexed AND v.sector <> 'reflective' "
                 "AND NOT EXISTS (SELECT 1 FROM memory_vectors r WHERE r.memory_id = v.memory_id "
                 "AND r.sector = 'reflective') LIMIT 5"
             ),
-            {"u": SMALL},
+            {"u": SMALL, "w": "[" + ",".join(["0.5", "-0.5"] * 192) + "]"},  # a vector of their own: walked
         ).rowcount
     assert inserted == 5
     state = codes(maintenance)

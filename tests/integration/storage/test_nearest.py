@@ -23,6 +23,7 @@ from shared.api.memories import MemoryCreate
 from shared.db import Database, create_db_engine, read_rows
 from shared.embedding.synthetic import SyntheticEmbedder
 from shared.memory.engine import MemoryEngine
+from shared.memory.sectors import SECTORS
 from shared.retrieval.lexical import LexicalParams
 from shared.storage import bm25, search
 from shared.storage.rows import FILTER_PARAMS, MemoryFilter, SectorVector
@@ -71,24 +72,24 @@ def store(servers, settings) -> Iterator[dict]:
 
 
 def index_scans(owner: Database) -> dict[str, int]:
-    """Scans so far of the semantic partition's HNSW index and of its (user_id, dim) index."""
+    """Scans so far of the HNSW index (one graph for every sector) and of the (user_id, dim) index."""
     with owner.session() as s:
         s.execute(text("SELECT pg_stat_clear_snapshot()"))
         rows = s.execute(
             text("SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE indexrelname = ANY(:names)"),
-            {"names": [f"memory_vectors_{SECTOR}_hnsw_384", f"memory_vectors_{SECTOR}_user_dim"]},
+            {"names": ["memory_vectors_hnsw_384", "memory_vectors_user_dim"]},
         ).all()
     return {("hnsw" if "hnsw" in name else "user_dim"): int(n) for name, n in rows}
 
 
 def search_as(store: dict, tenant: str, content: str, times: int = 8, where: MemoryFilter | None = None) -> list:
-    """The tenant's dense candidates in the semantic sector for `content`, asked `times` times on one connection, on
+    """The tenant's dense candidates in every sector for `content` (one walk), asked `times` times on one connection, on
     the plan the server keeps for a prepared statement once it decides a generic one costs no more than planning
     (psycopg prepares a statement on its fifth run; which tenant's queries come first decides when, so here it is
     forced: `plan_cache_mode`); the connection's statistics sent before it is returned."""
     engine = store["engine"]
     vector = np.asarray(engine.embedder.embed([content])[0], dtype=np.float32)
-    searched = {SECTOR: SectorVector(engine.embedder.model, vector)}
+    searched = dict.fromkeys(SECTORS, SectorVector(engine.embedder.model, vector))
     with store["app"].reading(tenant) as s:
         s.execute(text("SET plan_cache_mode = force_generic_plan"))
         try:
@@ -109,7 +110,8 @@ def send_statistics(s) -> None:
 
 
 def exact(store: dict, tenant: str, content: str, limit: int = 16, tagged: bool = False) -> list:
-    """The tenant's indexed semantic vectors nearest `content`, compared one by one (`tagged`: of tagged memories)."""
+    """The tenant's indexed vectors nearest `content` (each walked once), compared one by one (`tagged`: of tagged
+    memories)."""
     engine = store["engine"]
     vector = "[" + ",".join(map(str, engine.embedder.embed([content])[0])) + "]"
     with store["owner"].session() as s:
@@ -117,7 +119,7 @@ def exact(store: dict, tenant: str, content: str, limit: int = 16, tagged: bool 
             s.execute(
                 text(
                     "SELECT v.memory_id FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
-                    f"WHERE v.sector = '{SECTOR}' AND v.user_id = :u AND v.indexed "
+                    "WHERE v.walked AND v.user_id = :u AND v.indexed "
                     "AND (NOT :tagged OR 'third' = ANY(m.tags)) "
                     "ORDER BY v.embedding::vector(384) <=> CAST(:q AS vector(384)), v.memory_id LIMIT :k"
                 ),
@@ -142,7 +144,7 @@ def test_the_large_tenant_walks_the_index_on_a_store_whose_statistics_say_many_s
     whoever asks; planned for the large tenant (a most common value of `user_id`), the search walks the index and
     finds its nearest."""
     owner = store["owner"]
-    partition = f"memory_vectors_{SECTOR}"
+    partition = "memory_vectors"
     asked = texts(2_000, seed=2_000)[17]
     with owner.session() as s:
         s.execute(text(f"ALTER TABLE {partition} ALTER COLUMN user_id SET (n_distinct = 1000)"))
@@ -189,24 +191,23 @@ def test_the_function_shows_a_tenant_no_row_of_another(store):
     vector = "[" + ",".join(map(str, engine.embedder.embed(["harbour invoice violin glacier"])[0])) + "]"
     with store["app"].reading(SMALL) as s:
         rows = s.execute(
-            text("SELECT * FROM mnemoflow_nearest(:sector, 384, :u, :m, CAST(:q AS vector(384)), 50)"),
-            {"sector": SECTOR, "u": LARGE, "m": engine.embedder.model, "q": vector},
+            text("SELECT * FROM mnemoflow_nearest(384, :u, :m, CAST(:q AS vector(384)), 50)"),
+            {"u": LARGE, "m": engine.embedder.model, "q": vector},
         ).all()
         own = s.execute(
-            text("SELECT * FROM mnemoflow_nearest(:sector, 384, :u, :m, CAST(:q AS vector(384)), 50)"),
-            {"sector": SECTOR, "u": SMALL, "m": engine.embedder.model, "q": vector},
+            text("SELECT * FROM mnemoflow_nearest(384, :u, :m, CAST(:q AS vector(384)), 50)"),
+            {"u": SMALL, "m": engine.embedder.model, "q": vector},
         ).all()
     assert rows == [] and own
 
 
 def fresh_index_scans(owner: Database) -> dict[str, int]:
-    """Scans so far of the semantic partition's partial index of fresh rows and of the indexes of its key (the
-    primary key, and `memory_id` alone)."""
+    """Scans so far of the vector table's partial index of fresh rows and of its key's (the primary key)."""
     with owner.session() as s:
         s.execute(text("SELECT pg_stat_clear_snapshot()"))
         rows = s.execute(
             text("SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE indexrelname = ANY(:names)"),
-            {"names": [f"memory_vectors_{SECTOR}_{name}" for name in ("fresh", "pkey", "memory")]},
+            {"names": ["memory_vectors_fresh", "memory_vectors_pkey"]},
         ).all()
     scans = {"fresh": 0, "key": 0}
     for name, n in rows:
@@ -219,7 +220,7 @@ def test_fresh_vectors_are_read_by_key_on_a_plan_made_when_nothing_was_fresh(sto
     still reads each shortlisted fresh vector by its key, instead of scanning the tenant's fresh rows once for each
     of them (4 to 8 s a query at 100,000 fresh vectors), and finds a memory's own text first."""
     owner, engine = store["owner"], store["engine"]
-    partition = f"memory_vectors_{SECTOR}"
+    partition = "memory_vectors"
     contents = texts(600, seed=600)  # more than the shortlist: FRESH_SHORTLIST of them read by key
     with owner.session() as s:  # the statistics stay as they were: no analyse while the test runs
         s.execute(text(f"ALTER TABLE {partition} SET (autovacuum_enabled = false)"))
@@ -350,7 +351,7 @@ def test_a_tenant_with_nothing_fresh_does_not_read_another_tenants_burst(store, 
 
 def test_a_tenant_whose_vectors_wait_for_their_merge_does_not_walk_the_index(store, importer):
     """Every vector of the tenant is fresh, and the statistics know it: planned for it, its settled rows' search reads
-    its (none) through the (user_id, dim, indexed) index, instead of walking the sector's HNSW index, which holds only
+    its (none) through the (user_id, dim, indexed) index, instead of walking the HNSW index, which holds only
     other tenants' vectors, until `hnsw.max_scan_tuples` (24-64 ms a sector beside a 100,000-memory tenant). Its own
     text is still found first, in the fresh tier."""
     asked = texts(1_000, seed=1_000)[321]
