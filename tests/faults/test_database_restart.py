@@ -16,8 +16,8 @@ from shared.jobs import ChunkSpec, IngestDocument, Queue, StoreChunk, embed_queu
 from shared.queueing import make_celery, send
 from shared.storage import jobs as job_store
 from tests.conftest import running, service_env, wait_for_worker, worker_args
+from tests.faults.test_ingest_loss import PAGES, assert_stored_once, extracting, finished, long_document
 from tests.faults.test_ingest_loss import QUEUES as INGEST_QUEUES
-from tests.faults.test_ingest_loss import assert_stored_once, extracting, finished, long_document
 from tests.integration.helpers import job_state, memory_count, sweeping, wait_until
 
 pytestmark = pytest.mark.integration
@@ -83,7 +83,8 @@ def test_postgres_restarted_mid_ingest_finishes_the_document_once(servers, setti
     redis.Redis.from_url(broker).flushdb()
     mine = settings.model_copy(update={"database_url": url, "redis_url": broker})
     db = Database(create_db_engine(mine, "tests.restart-ingest", pool_size=2)).bound(tenant)
-    accepted = long_document(db, tenant, tmp_path, "Restarted ledger. ")
+    # long enough that its extraction (~0.4 ms a page) outlasts the pause below: the server must go while it runs
+    accepted = long_document(db, tenant, tmp_path, "Restarted ledger. ", pages=4 * PAGES)
     env = service_env(servers, DATABASE_URL=url, REDIS_URL=broker, MNEMOFLOW_JOB_LEASE_SECONDS="3")
     app = make_celery(mine, "tests.restart-ingest")
     log_path = tmp_path / "w.log"

@@ -38,8 +38,8 @@ PAGES = 1500 if os.environ.get("MNEMOFLOW_TEST_FULL") else 600
 QUEUES = (Queue.INGEST, Queue.SWEEP, *(embed_queue(sector) for sector in SECTORS))
 
 
-def long_document(db, tenant: str, tmp_path, label: str) -> Accepted:
-    path = samples.pdf(tmp_path / "long.pdf", pages=PAGES, paragraphs_per_page=3, label=label)
+def long_document(db, tenant: str, tmp_path, label: str, pages: int = PAGES) -> Accepted:
+    path = samples.pdf(tmp_path / "long.pdf", pages=pages, paragraphs_per_page=3, label=label)
     accepted = staged(db, tenant, path, chunk_size=400)
     assert accepted.job_id is not None
     return accepted
