@@ -121,17 +121,18 @@ def dense_plan(
     parts = []
     for g, (query, sectors) in enumerate(group_sectors(queries)):
         params[f"model{g}"] = query.model
-        # The filter on the memory of row `v`, inside `mnemoflow_nearest`'s and `mnemoflow_fresh`'s statements, its
-        # values their $6 to $11: the caller's, and the group's sectors unless it searches all of them (every
-        # sector's vectors are in one graph).
+        # The filter on the memory of row `v`: the caller's, and the group's sectors unless it searches all of them
+        # (every sector's vectors are in one graph).
         chosen = [sector for sector in sectors if not where.sectors or sector in where.sectors]
         if not chosen:
             continue
-        scoped = replace(where, sectors=None if set(chosen) == set(SECTORS) else chosen)
-        clause, values = scoped.sql("m")
-        params |= {f"{key}_{g}": value for key, value in values.items()}
-        filtered = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
-        nearest_filter = filter_arguments(filtered, params, first=6, name=f"nearest_filter{g}", suffix=f"_{g}")
+        within = None if set(chosen) == set(SECTORS) else chosen
+        # the settled rows' search takes the sectors apart (`p_within`: it may read their rows instead of walking)
+        nearest_filter = _filter_arguments(replace(where, sectors=None), params, f"nearest_filter{g}", f"_n{g}")
+        fresh_filter = _filter_arguments(replace(where, sectors=within), params, f"fresh_filter{g}", f"_f{g}")
+        if within is not None:
+            params[f"within{g}"] = within
+            nearest_filter += f", p_within => CAST(:within{g} AS text[])"
         for dim, vector in query_rungs(query.vector, ladder).items():
             if dim != int(query.vector.shape[0]) and dim not in present:
                 continue
@@ -170,7 +171,7 @@ def dense_plan(
             parts.append(
                 f"""(SELECT v.memory_id, 1 - ({distance}) AS sim
                      FROM mnemoflow_fresh(NULL, {dim}, :user_id, :model{g},
-                                          CAST(:{name}_code AS varbit), {shortlist}{nearest_filter},
+                                          CAST(:{name}_code AS varbit), {shortlist}{fresh_filter},
                                           p_query => CAST(:{name} AS vector({dim}))) c
                      CROSS JOIN LATERAL (SELECT v.memory_id, v.embedding FROM memory_vectors v
                                          WHERE v.sector = c.sector AND v.memory_id = c.memory_id
@@ -179,6 +180,15 @@ def dense_plan(
                      LIMIT {int(limit)})"""
             )
     return " UNION ALL ".join(parts), params
+
+
+def _filter_arguments(where: MemoryFilter, params: dict[str, Any], name: str, suffix: str) -> str:
+    """`where` as the condition on the memory of row `v` inside `mnemoflow_nearest`'s or `mnemoflow_fresh`'s
+    statement, its values their $6 to $11 (in `params` with `suffix`): the arguments after the function's own."""
+    clause, values = where.sql("m")
+    params |= {f"{key}{suffix}": value for key, value in values.items()}
+    filtered = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id{clause})" if clause else ""
+    return filter_arguments(filtered, params, first=6, name=name, suffix=suffix)
 
 
 class FetchedLinks(NamedTuple):

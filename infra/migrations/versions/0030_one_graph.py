@@ -11,7 +11,8 @@ model's rungs (shared/storage/sector_models.py).
 
 The fresh tier keeps the code of walked rows only (the triggers below, and the writer in shared/storage/vectors.py),
 so its first pass ranks each vector once; a query restricted to some sectors says so by the memory's `sectors` in
-its filter. `mnemoflow_nearest` loses its sector: one call per model and dimension.
+its filter. `mnemoflow_nearest` loses its sector: one call per model and dimension; given some sectors, it compares
+the tenant's rows of them exactly where they are few (a rare sector walked to through the graph is slow).
 
 Rows are copied from the partitions into the new table (a store made by the code before keeps every vector, its
 place in the fresh tier and its code), so the migration takes the time of a copy and of building the graphs. The
@@ -66,6 +67,8 @@ NEAREST_ARGUMENTS = (
     ("p_before", "timestamptz", "NULL"),
 )
 OLD_NEAREST_ARGUMENTS = (("p_sector", "text", None), *NEAREST_ARGUMENTS)
+NEAREST_ARGUMENTS = (*NEAREST_ARGUMENTS, ("p_within", "text[]", "NULL"))  # the sectors searched, NULL for all
+FEW = 4_000  # a tenant's rows of the searched sectors under which they are compared exactly, not walked to
 # the rows walked: per memory, model and vector, the primary sector's row, else the first sector's
 WALKED = """
     (SELECT v.sector, v.memory_id,
@@ -154,25 +157,48 @@ def _drop_code_triggers() -> None:
 
 
 def _nearest(*, per_sector: bool) -> None:
-    arguments = OLD_NEAREST_ARGUMENTS if per_sector else NEAREST_ARGUMENTS
-    # $2 is the sector (per sector) or the dimension (unused: the filter's values stay $6 to $11 either way)
-    condition = (
-        "v.sector = $2 AND v.dim = %1$s AND v.indexed" if per_sector else "v.walked AND v.dim = %1$s AND v.indexed"
-    )
-    second = "p_sector" if per_sector else "p_dim"
+    if per_sector:  # 0017's
+        body = """
+            RETURN QUERY EXECUTE format(
+                'SELECT v.memory_id, 1 - (v.embedding::vector(%1$s) <=> $1::vector(%1$s)) '
+                'FROM memory_vectors v '
+                'WHERE v.sector = $2 AND v.dim = %1$s AND v.indexed AND v.user_id = $3 AND v.model = $4%2$s '
+                'ORDER BY v.embedding::vector(%1$s) <=> $1::vector(%1$s) LIMIT $5',
+                p_dim, p_filter
+            ) USING p_query, p_sector, p_user, p_model, p_limit, p_sectors, p_tags, p_start, p_end, p_after, p_before;"""
+        declare, arguments = "", OLD_NEAREST_ARGUMENTS
+    else:
+        # Every sector searched: one walk of the graph. Some sectors (`p_within`): where the tenant has few rows
+        # of them, those rows compared exactly through the (user_id, sector, dim) index; else the graph walked with
+        # the memory's sectors as its filter (pgvector's iterative scan walks on until it has enough: cheap when the
+        # sectors are a good share of the tenant, 100 ms and more for a rare one, which is why few are compared).
+        # $2 is unused (the filter's values stay $6 to $11); $12 the sectors.
+        body = f"""
+            IF p_within IS NOT NULL THEN
+                EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM memory_vectors v WHERE v.user_id = $1 '
+                               'AND v.sector = ANY($2) AND v.dim = %1$s AND v.indexed LIMIT {FEW}) few', p_dim)
+                    INTO within_rows USING p_user, p_within;
+            END IF;
+            RETURN QUERY EXECUTE format(
+                'SELECT v.memory_id, 1 - (v.embedding::vector(%1$s) <=> $1::vector(%1$s)) '
+                'FROM memory_vectors v '
+                'WHERE %3$s AND v.dim = %1$s AND v.indexed AND v.user_id = $3 AND v.model = $4%2$s '
+                'ORDER BY v.embedding::vector(%1$s) <=> $1::vector(%1$s) LIMIT $5',
+                p_dim, p_filter,
+                CASE WHEN p_within IS NULL THEN 'v.walked'
+                     WHEN within_rows < {FEW} THEN 'v.sector = ANY($12)'
+                     ELSE 'v.walked AND EXISTS (SELECT 1 FROM memories s WHERE s.id = v.memory_id '
+                          'AND s.sectors && $12)' END
+            ) USING p_query, p_dim, p_user, p_model, p_limit, p_sectors, p_tags, p_start, p_end, p_after, p_before,
+                    p_within;"""
+        declare, arguments = "DECLARE within_rows bigint;", NEAREST_ARGUMENTS
     op.execute(
         f"""
         CREATE FUNCTION mnemoflow_nearest({_signature(arguments)})
         RETURNS TABLE (memory_id uuid, sim double precision)
         LANGUAGE plpgsql STABLE ROWS 32 AS $fn$
-        BEGIN
-            RETURN QUERY EXECUTE format(
-                'SELECT v.memory_id, 1 - (v.embedding::vector(%1$s) <=> $1::vector(%1$s)) '
-                'FROM memory_vectors v '
-                'WHERE {condition} AND v.user_id = $3 AND v.model = $4%2$s '
-                'ORDER BY v.embedding::vector(%1$s) <=> $1::vector(%1$s) LIMIT $5',
-                p_dim, p_filter
-            ) USING p_query, {second}, p_user, p_model, p_limit, p_sectors, p_tags, p_start, p_end, p_after, p_before;
+        {declare}
+        BEGIN{body}
         END
         $fn$
         """
@@ -219,6 +245,7 @@ def upgrade() -> None:
         "WHERE v.sector = c.sector AND v.memory_id = c.memory_id AND v.walked)"
     )
     op.execute("CREATE INDEX memory_vectors_user_dim ON memory_vectors (user_id, dim, indexed)")
+    op.execute("CREATE INDEX memory_vectors_user_sector ON memory_vectors (user_id, sector, dim) WHERE indexed")
     op.execute("CREATE INDEX memory_vectors_fresh ON memory_vectors (created_at) WHERE NOT indexed")
     op.execute("CREATE STATISTICS memory_vectors_settled (mcv) ON user_id, dim, indexed FROM memory_vectors")
     _secure("memory_vectors")
@@ -243,6 +270,7 @@ def downgrade() -> None:
     op.execute("ALTER INDEX memory_vectors_pkey RENAME TO memory_vectors_one_pkey")
     op.execute("ALTER INDEX memory_vectors_user_dim RENAME TO memory_vectors_one_user_dim")
     op.execute("ALTER INDEX memory_vectors_fresh RENAME TO memory_vectors_one_fresh")
+    op.execute("ALTER INDEX memory_vectors_user_sector RENAME TO memory_vectors_one_user_sector")
     op.execute("ALTER STATISTICS memory_vectors_settled RENAME TO memory_vectors_one_settled")
     op.execute(
         """

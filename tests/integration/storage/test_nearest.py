@@ -77,9 +77,9 @@ def index_scans(owner: Database) -> dict[str, int]:
         s.execute(text("SELECT pg_stat_clear_snapshot()"))
         rows = s.execute(
             text("SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE indexrelname = ANY(:names)"),
-            {"names": ["memory_vectors_hnsw_384", "memory_vectors_user_dim"]},
+            {"names": ["memory_vectors_hnsw_384", "memory_vectors_user_dim", "memory_vectors_user_sector"]},
         ).all()
-    return {("hnsw" if "hnsw" in name else "user_dim"): int(n) for name, n in rows}
+    return {name.removeprefix("memory_vectors_").removesuffix("_384"): int(n) for name, n in rows}
 
 
 def search_as(store: dict, tenant: str, content: str, times: int = 8, where: MemoryFilter | None = None) -> list:
@@ -109,7 +109,7 @@ def send_statistics(s) -> None:
     s.execute(text("SELECT 1"))
 
 
-def exact(store: dict, tenant: str, content: str, limit: int = 16, tagged: bool = False) -> list:
+def exact(store: dict, tenant: str, content: str, limit: int = 16, tagged: bool = False, sector: str = "") -> list:
     """The tenant's indexed vectors nearest `content` (each walked once), compared one by one (`tagged`: of tagged
     memories)."""
     engine = store["engine"]
@@ -119,11 +119,11 @@ def exact(store: dict, tenant: str, content: str, limit: int = 16, tagged: bool 
             s.execute(
                 text(
                     "SELECT v.memory_id FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
-                    "WHERE v.walked AND v.user_id = :u AND v.indexed "
+                    "WHERE (v.sector = :sector OR :sector = '' AND v.walked) AND v.user_id = :u AND v.indexed "
                     "AND (NOT :tagged OR 'third' = ANY(m.tags)) "
                     "ORDER BY v.embedding::vector(384) <=> CAST(:q AS vector(384)), v.memory_id LIMIT :k"
                 ),
-                {"u": tenant, "q": vector, "k": limit, "tagged": tagged},
+                {"u": tenant, "q": vector, "k": limit, "tagged": tagged, "sector": sector},
             ).scalars()
         )
 
@@ -182,6 +182,19 @@ def test_a_filtered_search_is_planned_for_the_tenant_too_and_keeps_to_the_filter
     assert [memory_id for memory_id, _ in found] == exact(store, SMALL, asked, tagged=True)[: len(found)]
     assert len(found) == 7  # memories 0, 3, ..., 18 of the 20
     assert after["hnsw"] == before["hnsw"]  # its own rows (by whichever index suits the filter), not the graph
+
+
+def test_a_sector_the_tenant_has_few_rows_of_is_compared_exactly_not_walked_to(store):
+    """Searched in one sector (`filters.sector`, LangGraph's routes), a tenant with fewer than 4,000 rows of it (all
+    of the large tenant's 2,000) has them compared one by one, not walked to
+    through the one graph (where a rare sector is found only after much of the graph is read)."""
+    asked = texts(2_000, seed=2_000)[41]
+    before = index_scans(store["owner"])
+    found = search_as(store, LARGE, asked, where=MemoryFilter(sectors=[SECTOR]))
+    after = index_scans(store["owner"])
+    assert after["hnsw"] == before["hnsw"]  # its rows read (by whichever index the planner finds cheaper)
+    assert [memory_id for memory_id, _ in found] == exact(store, LARGE, asked, sector=SECTOR)[: len(found)]
+    assert len(found) == 16
 
 
 def test_the_function_shows_a_tenant_no_row_of_another(store):
