@@ -68,7 +68,7 @@ NEAREST_ARGUMENTS = (
 )
 OLD_NEAREST_ARGUMENTS = (("p_sector", "text", None), *NEAREST_ARGUMENTS)
 NEAREST_ARGUMENTS = (*NEAREST_ARGUMENTS, ("p_within", "text[]", "NULL"))  # the sectors searched, NULL for all
-FEW = 4_000  # a tenant's rows of the searched sectors under which they are compared exactly, not walked to
+FEW = 20_000  # a tenant's rows of the searched sectors under which they are compared exactly, not walked to
 # the rows walked: per memory, model and vector, the primary sector's row, else the first sector's
 WALKED = """
     (SELECT v.sector, v.memory_id,

@@ -185,7 +185,7 @@ def test_a_filtered_search_is_planned_for_the_tenant_too_and_keeps_to_the_filter
 
 
 def test_a_sector_the_tenant_has_few_rows_of_is_compared_exactly_not_walked_to(store):
-    """Searched in one sector (`filters.sector`, LangGraph's routes), a tenant with fewer than 4,000 rows of it (all
+    """Searched in one sector (`filters.sector`, LangGraph's routes), a tenant with fewer than 20,000 rows of it (all
     of the large tenant's 2,000) has them compared one by one, not walked to
     through the one graph (where a rare sector is found only after much of the graph is read)."""
     asked = texts(2_000, seed=2_000)[41]
