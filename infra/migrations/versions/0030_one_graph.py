@@ -165,7 +165,8 @@ def _nearest(*, per_sector: bool) -> None:
                 'WHERE v.sector = $2 AND v.dim = %1$s AND v.indexed AND v.user_id = $3 AND v.model = $4%2$s '
                 'ORDER BY v.embedding::vector(%1$s) <=> $1::vector(%1$s) LIMIT $5',
                 p_dim, p_filter
-            ) USING p_query, p_sector, p_user, p_model, p_limit, p_sectors, p_tags, p_start, p_end, p_after, p_before;"""
+            ) USING p_query, p_sector, p_user, p_model, p_limit, p_sectors, p_tags, p_start, p_end, p_after,
+                    p_before;"""
         declare, arguments = "", OLD_NEAREST_ARGUMENTS
     else:
         # Every sector searched: one walk of the graph. Some sectors (`p_within`): where the tenant has few rows
