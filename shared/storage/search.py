@@ -117,7 +117,7 @@ def dense_plan(
 ) -> tuple[str, dict[str, Any]]:
     """`dense_candidates`' statement (`memory_id`, `sim`: a memory once per vector found, unordered) and its
     parameters but `user_id`; `present`: the compressed rungs the tenant has vectors on (`compressed_rungs`)."""
-    params: dict[str, Any] = where.sql("m")[1]
+    params: dict[str, Any] = {}
     parts = []
     for g, (query, sectors) in enumerate(group_sectors(queries)):
         params[f"model{g}"] = query.model

@@ -60,18 +60,19 @@ def copy_vectors(session: Session, rows: VectorRows, *, indexed: bool) -> None:
     with raw.cursor() as cur, cur.copy("COPY vectors_staged FROM STDIN WITH (FORMAT BINARY)") as copy:
         copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "bool", "vector", "int2"])
         for memory_id, user_id, vectors in rows:
-            encoded: dict[int, Vector] = {}  # simple mode: one vector serves every sector
+            # simple mode: one vector object serves every sector, encoded once; equal vectors in other objects (an
+            # import's) are told apart by their bytes
+            encoded: dict[int, tuple[Vector, tuple[str, bytes]]] = {}
             walked: set[tuple[str, bytes]] = set()
             for sector, sv in vectors.items():
-                array = np.asarray(sv.vector, dtype=np.float32)
-                vector = encoded.setdefault(id(sv.vector), Vector(array))
-                key = (sv.model, array.tobytes())
+                if id(sv.vector) not in encoded:
+                    array = np.asarray(sv.vector, dtype=np.float32)
+                    encoded[id(sv.vector)] = (Vector(array), (sv.model, array.tobytes()))
+                vector, key = encoded[id(sv.vector)]
                 first = key not in walked
                 walked.add(key)
-                anchor = filed.get(id(sv.vector))
-                copy.write_row(
-                    (memory_id, sector, user_id, int(array.shape[0]), sv.model, indexed, first, vector, anchor)
-                )
+                dim, anchor = int(sv.vector.shape[0]), filed.get(id(sv.vector))
+                copy.write_row((memory_id, sector, user_id, dim, sv.model, indexed, first, vector, anchor))
     session.execute(text(_MOVE))
 
 
