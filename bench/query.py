@@ -204,7 +204,7 @@ def over_http(
     turn: each query's connection last served another tenant. Last, the CPU milliseconds a query cost each process
     (the stack's gateway and worker, and the servers `srv`), its after-effects (reinforcement) included. Among the
     stages, `candidates` is a count: the memories each query scored (its hits and what their waypoints reached).
-    `filters`: sent with every query (`filters.sector`: a sector-filtered walk of the one graph)."""
+    `filters`: sent with every query (`filters.sector`: a walk of that sector's graph)."""
     extra = {"filters": filters} if filters else {}
     users = users or [USER]
     samples = []
@@ -319,7 +319,7 @@ def main() -> None:
         "--sector",
         action="append",
         default=[],
-        help="ask every question again with `filters.sector` this sector (repeatable): a filtered walk of the one "
+        help="ask every question again with `filters.sector` this sector (repeatable): a walk of the sector's own "
         "graph, to compare with the unfiltered",
     )
     parser.add_argument("--adds", type=int, default=0, help="and this many single adds each way (see above)")

@@ -23,7 +23,7 @@ from shared.lifecycle.compression import dimension_ladder
 from shared.memory.sectors import SECTORS
 from shared.storage import locks
 from shared.storage.locks import Lock
-from shared.storage.vector_index import create_vector_index_sql, vector_index_name
+from shared.storage.vector_index import index_sql, vector_index_names
 
 SectorEmbedders = Mapping[str, EmbeddingProvider]
 
@@ -103,12 +103,13 @@ def _check(store: Mapping[str, StoreModel], embedders: Mapping[str, EmbeddingPro
 
 
 def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_construction: int) -> None:
-    """The partial HNSW index of the vectors of each dimension in `dims` (one graph for every sector).
+    """The partial HNSW indexes of the vectors of each dimension in `dims`: the one graph for every sector, and each
+    sector's (`shared.storage.vector_index`).
 
     Every process checks at start-up; only one that finds an index missing runs DDL, under one lock (the first
     start of a store, or a new model). The others read the catalogue and take no lock.
     """
-    wanted = {vector_index_name(dim): dim for dim in dims}
+    wanted = {name: dim for dim in dims for name in vector_index_names(dim)}
     if not set(wanted) - _existing_indexes(session, list(wanted)):
         return
     # Building an index over existing vectors, or waiting for another process building one, may take minutes:
@@ -116,7 +117,7 @@ def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_constr
     set_timeouts(session, NO_TIMEOUTS)
     locks.hold_for_transaction(session, Lock.INDEX_DDL)  # concurrent DDL races
     for name in sorted(set(wanted) - _existing_indexes(session, list(wanted))):
-        session.execute(text(create_vector_index_sql(wanted[name], m, ef_construction)))
+        session.execute(text(index_sql(name, wanted[name], m, ef_construction)))
 
 
 def _existing_indexes(session: Session, names: list[str]) -> set[str]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.memory.sectors import SECTORS
 from shared.storage import versions
 
 
@@ -19,12 +20,14 @@ def link_to_best_match(
 ) -> int:
     """Create each new memory's single waypoint to its most similar memory (cosine ≥ threshold).
 
-    Searched among indexed memories of the memory's primary sector, in the one HNSW graph of its dimension (the
-    memory's sectors as the walk's filter; architecture seed: the single strongest link); a link that crosses
-    sectors is made in both directions.
+    Searched among indexed memories of the memory's primary sector, in that sector's HNSW graph of its dimension
+    (architecture seed: the single strongest link); a link that crosses sectors is made in both directions.
     """
     if not memory_ids:
         return 0
+    # the sector a literal, so the walk can use the sector's partial index (`shared.storage.vector_index`)
+    if sector not in SECTORS:
+        raise ValueError(f"unknown sector {sector!r}")
     result = session.execute(
         text(
             f"""
@@ -35,9 +38,8 @@ def link_to_best_match(
                     SELECT v.memory_id,
                            1 - (v.embedding::vector({dim}) <=> n.embedding::vector({dim})) AS sim
                     FROM memory_vectors v
-                    WHERE v.walked AND v.dim = {dim} AND v.indexed AND v.user_id = n.user_id
+                    WHERE v.sector = '{sector}' AND v.dim = {dim} AND v.indexed AND v.user_id = n.user_id
                       AND v.model = :model AND v.memory_id <> n.memory_id
-                      AND EXISTS (SELECT 1 FROM memories o WHERE o.id = v.memory_id AND :sector = ANY(o.sectors))
                     ORDER BY v.embedding::vector({dim}) <=> n.embedding::vector({dim})
                     LIMIT 1
                 ) best

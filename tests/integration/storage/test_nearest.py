@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from pgvector import Vector
 from sqlalchemy import text
 
 from infra.embedded import recreate_database
@@ -27,6 +28,7 @@ from shared.memory.sectors import SECTORS
 from shared.retrieval.lexical import LexicalParams
 from shared.storage import bm25, search
 from shared.storage.rows import FILTER_PARAMS, MemoryFilter, SectorVector
+from shared.storage.vector_index import vector_index_names
 from shared.tenancy import DbRole
 
 pytestmark = pytest.mark.integration
@@ -72,14 +74,15 @@ def store(servers, settings) -> Iterator[dict]:
 
 
 def index_scans(owner: Database) -> dict[str, int]:
-    """Scans so far of the HNSW index (one graph for every sector) and of the (user_id, dim) index."""
+    """Scans so far of the HNSW indexes (`hnsw` the one graph for every sector, `hnsw_<sector>` each sector's) and of
+    the (user_id, dim) and (user_id, sector, dim) indexes."""
     with owner.session() as s:
         s.execute(text("SELECT pg_stat_clear_snapshot()"))
         rows = s.execute(
             text("SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE indexrelname = ANY(:names)"),
-            {"names": ["memory_vectors_hnsw_384", "memory_vectors_user_dim", "memory_vectors_user_sector"]},
+            {"names": [*vector_index_names(384), "memory_vectors_user_dim", "memory_vectors_user_sector"]},
         ).all()
-    return {name.removeprefix("memory_vectors_").removesuffix("_384"): int(n) for name, n in rows}
+    return {name.removeprefix("memory_vectors_").replace("_384", ""): int(n) for name, n in rows}
 
 
 def search_as(store: dict, tenant: str, content: str, times: int = 8, where: MemoryFilter | None = None) -> list:
@@ -184,17 +187,39 @@ def test_a_filtered_search_is_planned_for_the_tenant_too_and_keeps_to_the_filter
     assert after["hnsw"] == before["hnsw"]  # its own rows (by whichever index suits the filter), not the graph
 
 
-def test_a_sector_the_tenant_has_few_rows_of_is_compared_exactly_not_walked_to(store):
-    """Searched in one sector (`filters.sector`, LangGraph's routes), a tenant with fewer than 20,000 rows of it (all
-    of the large tenant's 2,000) has them compared one by one, not walked to
-    through the one graph (where a rare sector is found only after much of the graph is read)."""
+def test_a_search_of_one_sector_walks_that_sectors_graph_not_the_one_graph(store):
+    """Searched in one sector (`filters.sector`, LangGraph's routes), the large tenant's 2,000 rows of it are walked
+    through the sector's own graph (migration 0031), not the one graph with a filter (which reads on until it has
+    met enough of the sector), and its nearest are found."""
     asked = texts(2_000, seed=2_000)[41]
     before = index_scans(store["owner"])
     found = search_as(store, LARGE, asked, where=MemoryFilter(sectors=[SECTOR]))
     after = index_scans(store["owner"])
-    assert after["hnsw"] == before["hnsw"]  # its rows read (by whichever index the planner finds cheaper)
-    assert [memory_id for memory_id, _ in found] == exact(store, LARGE, asked, sector=SECTOR)[: len(found)]
-    assert len(found) == 16
+    assert after[f"hnsw_{SECTOR}"] > before[f"hnsw_{SECTOR}"]
+    assert after["hnsw"] == before["hnsw"]
+    own = exact(store, LARGE, asked, sector=SECTOR)
+    assert found[0][0] == own[0]  # its own text, first
+    assert len({memory_id for memory_id, _ in found} & set(own)) >= 0.8 * len(own)
+
+
+def test_a_search_of_several_sectors_returns_each_memory_once_best_first(store):
+    """Several sectors searched (one named twice): a walk per sector, a memory found by two walks once, as many as
+    asked, best first."""
+    asked = texts(2_000, seed=2_000)[41]
+    engine = store["engine"]
+    vector = np.asarray(engine.embedder.embed([asked])[0], dtype=np.float32)
+    with store["app"].reading(LARGE) as s:
+        rows = s.execute(
+            text(
+                "SELECT memory_id, sim FROM mnemoflow_nearest(384, :u, :model, CAST(:q AS vector(384)), 16, "
+                "p_within => CAST(:within AS text[]))"
+            ),
+            {"u": LARGE, "model": engine.embedder.model, "q": Vector(vector), "within": [SECTOR, SECTOR, "emotional"]},
+        ).all()
+    ids = [r.memory_id for r in rows]
+    assert len(ids) == len(set(ids)) == 16
+    assert [r.sim for r in rows] == sorted((r.sim for r in rows), reverse=True)
+    assert ids[0] == exact(store, LARGE, asked, sector=SECTOR)[0]
 
 
 def test_the_function_shows_a_tenant_no_row_of_another(store):

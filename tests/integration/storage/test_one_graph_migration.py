@@ -11,6 +11,7 @@ from sqlalchemy import create_engine, text
 from infra.embedded import recreate_database
 from infra.migrate import downgrade, upgrade
 from shared.config import normalize_database_url
+from shared.storage.vector_index import vector_index_names
 
 pytestmark = pytest.mark.integration
 
@@ -95,13 +96,22 @@ def test_the_partitions_become_one_table_and_one_graph_and_back(servers):
                 (ids["fresh, one sector of another model"], "semantic"),
             }
             indexes = rows(connection, "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_vectors'")
-            assert (f"memory_vectors_hnsw_{DIM}",) in indexes
+            assert {(name,) for name in vector_index_names(DIM)} <= indexes  # the one graph, each sector's (0031)
             settled = connection.execute(
                 text(f"SELECT memory_id FROM mnemoflow_nearest({DIM}, 'alice', :m, CAST(:q AS vector), 4)"),
                 {"m": MODEL, "q": literal(vector(0))},
             ).scalars()
             # one walk finds each settled memory once, its own vector first
             assert list(settled) == [ids["settled in three sectors"], ids["settled, one sector"]]
+            # some sectors: their rows, a memory found in two of them once
+            within = connection.execute(
+                text(
+                    f"SELECT memory_id FROM mnemoflow_nearest({DIM}, 'alice', :m, CAST(:q AS vector), 4, "
+                    "p_within => ARRAY['episodic', 'emotional', 'reflective'])"
+                ),
+                {"m": MODEL, "q": literal(vector(0))},
+            ).scalars()
+            assert list(within) == [ids["settled in three sectors"], ids["settled, one sector"]]
 
         downgrade(url, "0029")
         with engine.begin() as connection:
