@@ -53,19 +53,29 @@ class Candidate:
     _trace: tuple[Callable[..., dict[str, float]], tuple[Any, ...]] | None = field(
         default=None, repr=False, compare=False
     )
+    _notes: dict[str, float] = field(default_factory=dict, repr=False, compare=False)  # `note`s for that build
 
     @property
     def components(self) -> dict[str, float]:
         """The score's components, by name (the trace); built on first read from what scoring measured."""
         if self._trace is not None:
             build, measured = self._trace
-            self._components, self._trace = build(*measured), None
+            self._components, self._trace = build(*measured) | self._notes, None
+            self._notes = {}
         return self._components
 
     def trace_later(self, build: Callable[..., dict[str, float]], *measured: Any) -> None:
         """Scoring's components, to be built as `build(*measured)` when first read (they replace any earlier ones).
         Values, not a closure: ~100 closures a query, each with a cell per value, made the collector run more."""
-        self._components, self._trace = {}, (build, measured)
+        self._components, self._trace, self._notes = {}, (build, measured), {}
+
+    def note(self, name: str, value: float) -> None:
+        """One more component (what a later stage measured: the evidence gate's), added to the trace without
+        building it now."""
+        if self._trace is None:
+            self._components[name] = value
+        else:
+            self._notes[name] = value
 
     @property
     def path(self) -> list[str]:

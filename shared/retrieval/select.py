@@ -154,7 +154,7 @@ def weigh_evidence(
         if memory_id in rows:
             older = {*candidate.answers_for, *filter(None, [candidate.inherited_from])} & rows.keys()
             candidate.evidence = max([own[memory_id], *(own[o] for o in older)])
-            candidate.components["coverage"] = round(covered[memory_id], 6)
+            candidate.note("coverage", round(covered[memory_id], 6))
             if terms.unknown_share:
-                candidate.components["unknown_names"] = round(terms.unknown_share, 6)
-            candidate.components["evidence"] = round(candidate.evidence, 6)
+                candidate.note("unknown_names", round(terms.unknown_share, 6))
+            candidate.note("evidence", round(candidate.evidence, 6))

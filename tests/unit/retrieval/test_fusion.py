@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.retrieval.fusion import fuse
+from shared.retrieval.fusion import Candidate, fuse
 from tests.unit.retrieval.helpers import A, B, C
 
 
@@ -22,3 +22,24 @@ def test_fuse_is_graceful_when_one_ranker_is_empty_and_respects_limit():
     only_dense = fuse([], [(A, 0.9), (B, 0.5), (C, 0.1)], rrf_k=60, limit=2)
     assert list(only_dense) == [A, B]
     assert fuse([], [], rrf_k=60, limit=5) == {}
+
+
+def test_a_note_joins_the_trace_when_it_is_built_and_a_new_trace_drops_it():
+    built = []
+
+    def build(value: float) -> dict[str, float]:
+        built.append(value)
+        return {"similarity": value}
+
+    candidate = Candidate(A)
+    candidate.trace_later(build, 0.5)
+    candidate.note("evidence", 0.25)
+    assert built == []  # noted without building the trace
+    assert candidate.components == {"similarity": 0.5, "evidence": 0.25}
+    candidate.note("coverage", 1.0)  # once built, straight in
+    assert list(candidate.components) == ["similarity", "evidence", "coverage"]
+    candidate.trace_later(build, 0.75)
+    candidate.note("evidence", 0.1)
+    candidate.trace_later(build, 0.9)  # scored again: what was noted of the earlier scores goes with them
+    assert candidate.components == {"similarity": 0.9}
+    assert built == [0.5, 0.9]
