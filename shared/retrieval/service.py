@@ -23,14 +23,13 @@ from shared.config import Settings
 from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall
 from shared.errors import InvalidInput
-from shared.retrieval.batch_scoring import score_all
 from shared.retrieval.candidates import CandidateSearch, SessionFactory
 from shared.retrieval.evidence import GateParams
 from shared.retrieval.expand import expand
 from shared.retrieval.fusion import Candidate
 from shared.retrieval.hot_rows import HotRowCache
 from shared.retrieval.packing import Packing
-from shared.retrieval.scoring import ScoringParams
+from shared.retrieval.scoring import ScoringParams, score_all
 from shared.retrieval.select import Selector, weigh_evidence
 from shared.retrieval.versions import asks_about_the_past
 from shared.storage.rows import MemoryFilter
