@@ -23,7 +23,7 @@ from shared.lifecycle.compression import dimension_ladder
 from shared.memory.sectors import SECTORS
 from shared.storage import locks
 from shared.storage.locks import Lock
-from shared.storage.vector_index import index_sql, vector_index_names
+from shared.storage.vector_index import vector_indexes_ddl
 
 SectorEmbedders = Mapping[str, EmbeddingProvider]
 
@@ -109,7 +109,7 @@ def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_constr
     Every process checks at start-up; only one that finds an index missing runs DDL, under one lock (the first
     start of a store, or a new model). The others read the catalogue and take no lock.
     """
-    wanted = {name: dim for dim in dims for name in vector_index_names(dim)}
+    wanted = {name: ddl for dim in dims for name, ddl in vector_indexes_ddl(dim, m, ef_construction).items()}
     if not set(wanted) - _existing_indexes(session, list(wanted)):
         return
     # Building an index over existing vectors, or waiting for another process building one, may take minutes:
@@ -117,7 +117,7 @@ def ensure_vector_indexes(session: Session, dims: set[int], *, m: int, ef_constr
     set_timeouts(session, NO_TIMEOUTS)
     locks.hold_for_transaction(session, Lock.INDEX_DDL)  # concurrent DDL races
     for name in sorted(set(wanted) - _existing_indexes(session, list(wanted))):
-        session.execute(text(index_sql(name, wanted[name], m, ef_construction)))
+        session.execute(text(wanted[name]))
 
 
 def _existing_indexes(session: Session, names: list[str]) -> set[str]:

@@ -11,7 +11,7 @@ def vector_index_name(dim: int) -> str:
 
 
 def sector_index_name(dim: int, sector: str) -> str:
-    return f"memory_vectors_hnsw_{int(dim)}_{_known(sector)}"
+    return f"memory_vectors_hnsw_{int(dim)}_{known_sector(sector)}"
 
 
 def vector_index_names(dim: int) -> list[str]:
@@ -30,14 +30,15 @@ def create_sector_index_sql(dim: int, sector: str, m: int, ef_construction: int)
     """DDL for the HNSW index of one sector's vectors of one dimension (migration 0031): a search restricted to the
     sector walks its graph, not the one graph with a filter (which reads on until it has met enough of the sector's
     memories: 10-70 ms for a sector of a tenant's 8 %, against under 1 ms here)."""
-    return _hnsw(sector_index_name(dim, sector), dim, m, ef_construction, f"sector = '{_known(sector)}'")
+    return _hnsw(sector_index_name(dim, sector), dim, m, ef_construction, f"sector = '{known_sector(sector)}'")
 
 
-def index_sql(name: str, dim: int, m: int, ef_construction: int) -> str:
-    """The DDL of `name`, one of `vector_index_names(dim)`."""
-    if name == vector_index_name(dim):
-        return create_vector_index_sql(dim, m, ef_construction)
-    return create_sector_index_sql(dim, name.removeprefix(f"{vector_index_name(dim)}_"), m, ef_construction)
+def vector_indexes_ddl(dim: int, m: int, ef_construction: int) -> dict[str, str]:
+    """Every HNSW index of the dimension (`vector_index_names`), by name, with its DDL."""
+    return {
+        vector_index_name(dim): create_vector_index_sql(dim, m, ef_construction),
+        **{sector_index_name(dim, s): create_sector_index_sql(dim, s, m, ef_construction) for s in SECTORS},
+    }
 
 
 def _hnsw(name: str, dim: int, m: int, ef_construction: int, rows: str) -> str:
@@ -48,7 +49,8 @@ def _hnsw(name: str, dim: int, m: int, ef_construction: int, rows: str) -> str:
     )
 
 
-def _known(sector: str) -> str:
-    if sector not in SECTORS:  # it goes into DDL and statements as a literal
+def known_sector(sector: str) -> str:
+    """`sector`, checked to be one of SECTORS: it goes into DDL and statements as a literal."""
+    if sector not in SECTORS:
         raise ValueError(f"unknown sector {sector!r}")
     return sector

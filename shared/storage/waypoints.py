@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from shared.memory.sectors import SECTORS
 from shared.storage import versions
+from shared.storage.vector_index import known_sector
 
 
 def link_to_best_match(
@@ -25,9 +25,7 @@ def link_to_best_match(
     """
     if not memory_ids:
         return 0
-    # the sector a literal, so the walk can use the sector's partial index (`shared.storage.vector_index`)
-    if sector not in SECTORS:
-        raise ValueError(f"unknown sector {sector!r}")
+    sector = known_sector(sector)  # a literal, so the walk can use the sector's partial index
     result = session.execute(
         text(
             f"""
