@@ -35,6 +35,7 @@ class RetrievalSettings(BaseModel):
     dense_min_similarity: float = Field(default=_READ.dense_min_similarity, ge=-1.0, le=1.0)
     rrf_k: int = Field(default=_READ.rrf_k, ge=1)
     activation_max_hops: int = Field(default=_READ.max_hops, ge=1, le=2)
+    activation_fanout: int = Field(default=_READ.hop_fanout, ge=0, le=1000)
     period_scan_limit: int = Field(default=_READ.period_scan_limit, ge=0, le=100_000)
     # A query's bookkeeping (active-query count, outcome stats, reinforcement task, embed log lines) is done
     # after its response by one thread per gateway, gathering what came in over this many milliseconds.
@@ -82,6 +83,7 @@ class RetrievalSettings(BaseModel):
             dense_min_similarity=self.dense_min_similarity,
             rrf_k=self.rrf_k,
             max_hops=self.activation_max_hops,
+            hop_fanout=self.activation_fanout,
             period_scan_limit=self.period_scan_limit,
             parallel_threads=self.query_parallel_threads,
         )

@@ -30,8 +30,8 @@ from shared.retrieval.params import RetrievalParams
 from shared.retrieval.temporal import Period, query_period
 from shared.storage import bm25, search
 from shared.storage.candidates import Prelude, fused_with_links, prelude
+from shared.storage.neighbours import FetchedLinks
 from shared.storage.rows import SectorVector
-from shared.storage.search import FetchedLinks
 from shared.storage.sector_models import per_sector
 from shared.text import normalize_content
 
@@ -150,6 +150,7 @@ class CandidateSearch:
             dense_min_similarity=p.dense_min_similarity,
             rrf_k=p.rrf_k,
             max_hops=p.max_hops if options.waypoints else 1,
+            fanout=p.hop_fanout,
             ladder=self.ladder,
             period=period_search,
             on_read=lambda: watch.lap("dense"),

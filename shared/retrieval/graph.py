@@ -1,6 +1,6 @@
 """Waypoints at query time: spreading activation from the hits, and the support a memory's neighbours lend.
 
-Pure: the read path fetches the links (`storage.search.fetch_with_links`); these functions walk them.
+Pure: the read path fetches the links (`storage.neighbours.fetch_with_links`); these functions walk them.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The read path's first two stages in one statement: full-text and vector candidates, fused by RRF, with the rows
-and waypoints of the fused hits (`search.fetch_with_links`), in one round trip instead of three (four with the
+and waypoints of the fused hits (`neighbours.fetch_with_links`), in one round trip instead of three (four with the
 search of a period the query names).
 
 The statement is the parts the separate stages run, as CTEs: `bm25.lexical_plan`'s full-text ranking,
 `search.dense_plan`'s vector searches, then `fusion.fuse` in SQL (the same ranks, the same sums of 1/(k + rank) in
 double precision, the same order: score, then id, whose order as `uuid` is its order as text), the search of the
-period (`search.period_plan`: its finds join the hits with their rank there), and `search.link_ctes`' expansion from
+period (`search.period_plan`: its finds join the hits with their rank there), and `neighbours.link_ctes`' expansion from
 the hits. One statement reads one snapshot, so a hit is never missing its row.
 """
 
@@ -19,8 +19,9 @@ from sqlalchemy.orm import Session
 
 from shared.db import read_rows
 from shared.storage import bm25, search
+from shared.storage.neighbours import FetchedLinks, link_ctes, linked_rows, links_of
 from shared.storage.rows import MemoryFilter, SectorVector
-from shared.storage.search import FetchedLinks, dense_plan, link_ctes, linked_rows, links_of
+from shared.storage.search import dense_plan
 from shared.storage.statements import Cte, compose
 
 HIT_COLUMNS = ("lexical_rank", "lexical_score", "dense_rank", "dense_similarity", "rrf_score", "period_rank")
@@ -119,13 +120,15 @@ def fused_with_links(
     rrf_k: int,
     max_hops: int,
     ladder: Callable[[int], Sequence[int]],
+    fanout: int = 0,
     period: tuple[str, dict[str, Any]] | None = None,
     on_read: Callable[[], None] | None = None,
     query_lexemes: Sequence[str] = (),
 ) -> FusedHits:
     """The `limit` best of full text (`lexical`: `bm25.lexical_plan`'s statement, None for none) and the vector
     search of the `searched` sectors (none when empty) fused by RRF, and their rows and links up to `max_hops`
-    away, each row's cosine measured with `queries` (the query as every sector's model embeds it).
+    away (the second hop along each memory's `fanout` strongest links; 0: all), each row's cosine measured with
+    `queries` (the query as every sector's model embeds it).
     `period`: `search.period_plan`'s statement, or None; what it finds is a hit too, with its `period_rank` (and,
     when no ranker found it, its similarity there as `dense_similarity`), after the fused ones in that rank's order.
     `on_read`: called once the statement's rows are in, before they are read (the caller's timing).
@@ -149,7 +152,7 @@ def fused_with_links(
     ctes = [
         *_ranked_ctes(lexical_sql, dense_sql),
         *_hit_ctes(limit, period[0] if period is not None else None),
-        *link_ctes("ARRAY(SELECT id FROM fused)"),
+        *link_ctes("ARRAY(SELECT id FROM fused)", fanout=fanout),
     ]
     select = linked_rows(
         queries,

@@ -16,7 +16,7 @@ from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
 from shared.retrieval.fusion import Candidate, fuse
 from shared.retrieval.service import Retriever
-from shared.storage import bm25, search, selected
+from shared.storage import bm25, neighbours, search, selected
 from shared.storage.candidates import fused_with_links, prelude
 from shared.storage.rows import MemoryFilter, SectorVector
 from tests.integration.helpers import search as search_as_user
@@ -69,7 +69,9 @@ def store(db, maintenance, engine, tenant):
     return texts
 
 
-def apart(session, tenant, queries, searched, query, *, where, lexical_on, max_hops, settings, period, limit=32):
+def apart(
+    session, tenant, queries, searched, query, *, where, lexical_on, max_hops, settings, period, limit=32, fanout=0
+):
     """The stages as they run on their own: full text, the vector search, RRF in Python, the search of the period
     (its finds added after the fused hits, with their rank there), then the fetch."""
     p = settings.retrieval
@@ -97,13 +99,14 @@ def apart(session, tenant, queries, searched, query, *, where, lexical_on, max_h
         anchored = read_rows(session, statement, params | {"user_id": tenant})
         for rank, row in enumerate(anchored, start=1):
             hits.setdefault(row.id, Candidate(row.id, dense_similarity=float(row.sim))).period_rank = rank
-    fetched = search.fetch_with_links(
+    fetched = neighbours.fetch_with_links(
         session,
         tenant,
         list(hits),
         queries,
         known_cosine=[i for i, c in hits.items() if c.dense_similarity is not None],
         max_hops=max_hops,
+        fanout=fanout,
         ladder=ladder,
     )
     return hits, max((s for _, s in lexical), default=0.0), fetched
@@ -125,8 +128,9 @@ def apart(session, tenant, queries, searched, query, *, where, lexical_on, max_h
         ("zebra quantum this year", MemoryFilter(), True, True, 2, "now"),  # no word of the store; all in the period
     ],
 )
+@pytest.mark.parametrize("fanout", [0, 1])
 def test_the_one_statement_reads_what_the_stages_read_apart(
-    db, engine, tenant, store, settings, query, where, lexical_on, dense_on, max_hops, period
+    db, engine, tenant, store, settings, query, where, lexical_on, dense_on, max_hops, period, fanout
 ):
     if period == "now":  # every memory not moved to May 2023
         year = datetime.now(UTC).year
@@ -148,6 +152,7 @@ def test_the_one_statement_reads_what_the_stages_read_apart(
             max_hops=max_hops,
             settings=settings,
             period=period,
+            fanout=fanout,
         )
         smaller = search.smaller_rungs(searched, ladder) if searched else []
         terms, present, _ = prelude(s, tenant, query, settings.lexical.config, smaller)
@@ -166,6 +171,7 @@ def test_the_one_statement_reads_what_the_stages_read_apart(
             rrf_k=settings.retrieval.rrf_k,
             max_hops=max_hops,
             ladder=ladder,
+            fanout=fanout,
             period=search.period_plan(
                 searched,
                 start=period[0],

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from shared.storage.candidates import _hit_ctes, _ranked_ctes
+from shared.storage.neighbours import link_ctes, linked_rows
 from shared.storage.rows import SectorVector
-from shared.storage.search import link_ctes, linked_rows
 from shared.storage.statements import Cte, compose
 
 
