@@ -9,6 +9,7 @@ extracted in one child (shared.ingest.extract.extract_group), then chunked and p
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -23,7 +24,6 @@ from shared.ingest.elements import Extracted
 from shared.ingest.formats import Format, Kind
 from shared.ingest.sandbox import limits_for
 from shared.storage import documents as document_store
-from shared.storage import jobs as job_store
 from shared.storage import leases
 
 # The formats whose small uploads are parsed in groups: documents (audio and video take seconds each).
@@ -61,7 +61,7 @@ def groupable(settings: Settings, document: dict[str, Any]) -> bool:
 def claim_companions(session: Any, settings: Settings, document: dict[str, Any], owner: str) -> list[Claimed]:
     """Claim up to group_documents - 1 more of this tenant's small queued uploads, never tried before, that no
     live worker holds ([] when `document` is not groupable); in the caller's transaction, so their own messages
-    find them claimed and leave."""
+    find them claimed and leave. Their jobs and documents are each written by one statement for the group."""
     if not groupable(settings, document):
         return []
     rules = settings.ingest
@@ -73,15 +73,20 @@ def claim_companions(session: Any, settings: Settings, document: dict[str, Any],
         max_bytes=rules.group_max_kb * 1024,
         limit=rules.group_documents - 1,
     )
-    claimed = []
-    for other in found:
-        attempts = leases.claim_job(session, other["job_id"], owner=owner, ttl=settings.job_lease_seconds)
-        job = job_store.get_job(session, other["job_id"]) if attempts is not None else None
-        if attempts is None or job is None:
-            continue
-        document_store.set_status(session, other["id"], "extracting", error=other["error"])
-        job_store.merge_result(session, other["job_id"], {"phase": "extracting", "attempt": attempts, "grouped": True})
-        claimed.append(Claimed(other, job, attempts))
+    jobs = leases.claim_jobs(
+        session,
+        [other["job_id"] for other in found],
+        owner=owner,
+        ttl=settings.job_lease_seconds,
+        result={"phase": "extracting", "grouped": True},
+    )
+    by_id = {job["id"]: job for job in jobs}
+    claimed = [
+        Claimed(other, by_id[other["job_id"]], by_id[other["job_id"]]["attempts"])
+        for other in found
+        if other["job_id"] in by_id
+    ]
+    document_store.mark_extracting(session, [one.document["id"] for one in claimed])
     return claimed
 
 
@@ -95,17 +100,27 @@ def read_staged(db: Database, document_id: Any, path: Path) -> int:
 
 
 def extract_claimed(db: Database, settings: Settings, claimed: list[Claimed]) -> list[Read]:
-    """Read each claimed upload from its staging, sniff it, and extract them all in one child; in order."""
+    """Read the claimed uploads from their staging (one statement), sniff each, and extract them all in one child;
+    in order."""
     rules = settings.ingest
     reads = [Read() for _ in claimed]
     with tempfile.TemporaryDirectory(prefix="mnemoflow-ingest-") as tmp:
+        paths = [Path(tmp) / f"input{number}" for number in range(len(claimed))]
+        started = time.perf_counter()
+        with db.session() as session, contextlib.ExitStack() as opened:
+            targets = {
+                one.document["id"]: opened.enter_context(open(path, "wb"))
+                for one, path in zip(claimed, paths, strict=True)
+            }
+            sizes = document_store.read_uploads(session, targets)
+        read_ms = _ms(started) // max(1, len(claimed))  # one statement's time, shared evenly
         inputs: list[tuple[Read, Path]] = []
-        for number, (one, read) in enumerate(zip(claimed, reads, strict=True)):
-            path = Path(tmp) / f"input{number}"
-            started = time.perf_counter()
+        for one, read, path in zip(claimed, reads, paths, strict=True):
+            read.size = sizes[one.document["id"]]
+            read.stages["read_ms"] = read_ms
             try:
-                read.size = read_staged(db, one.document["id"], path)
-                read.stages["read_ms"] = _ms(started)
+                if read.size == 0:
+                    raise ExtractionFailed("the uploaded bytes are no longer staged; upload the file again")
                 read.fmt = sniff(path)
             except Exception as exc:
                 read.error = exc

@@ -22,7 +22,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,11 +31,12 @@ from shared.api.ingest import IngestConfig
 from shared.backpressure import DOCUMENT_TASK_WINDOWS, DOCUMENT_WINDOWS, item_cost, specs_cost
 from shared.config import Settings
 from shared.db import Database
-from shared.errors import ExtractionFailed, InvalidInput, MnemoflowError, UpstreamFailed
-from shared.ingest import Chunk, Format, check_declared, chunk_elements, extract, fetch_url, group, sniff
+from shared.errors import ExtractionFailed, InvalidInput
+from shared.ingest import Chunk, Format, check_declared, chunk_elements, extract, fetch_url, group, outcome, sniff
 from shared.ingest.chunking import bound_by_tokens
 from shared.ingest.completion import finish_document, log_document
 from shared.ingest.elements import Extracted
+from shared.ingest.outcome import IngestOutcome
 from shared.ingest.sandbox import limits_for
 from shared.jobs import ChunkItem, Classified, Placement, StoreChunk, plan_chunks
 from shared.memory import sectors as sector_rules
@@ -46,23 +47,6 @@ from shared.text import normalize_content
 
 _OPEN = ("queued", "extracting")
 TokenCount = Callable[[Sequence[str]], list[int]]  # each text's tokens for the embedding model
-# Site answers that a retry may well change.
-_TRANSIENT_HTTP = frozenset({408, 425, 429})
-
-
-@dataclass
-class IngestOutcome:
-    """What one run did, and what the task must do next (enqueue chunks, or retry after `retry_in` s)."""
-
-    status: str  # planned, finished, duplicate, failed, retry, skipped, cancelled
-    chunks: list[StoreChunk] = field(default_factory=list)  # to send, now that they are committed
-    retry_in: float | None = None
-    error: str | None = None
-    fmt: str | None = None  # the document's format, once sniffed
-    stages_ms: dict[str, int] = field(default_factory=dict)  # what this step's stages took (fetch, extract, …)
-    # The outcomes of the tenant's small uploads claimed with this one and parsed in the same child (their chunks
-    # are sent with this step's; a retry of theirs is left to the sweeper, as a lost message is).
-    companions: list[IngestOutcome] = field(default_factory=list)
 
 
 @dataclass
@@ -103,7 +87,7 @@ def run_ingest(
         assert job is not None
         if attempts > settings.job_max_attempts:  # e.g. the document took the worker down every time
             message = f"gave up after {attempts - 1} attempts (the worker was lost each time?)"
-            _fail(session, document, job_id, message, {})
+            outcome.fail(session, document, job_id, message, {})
             return IngestOutcome("failed", error=message)
         document_store.set_status(session, document["id"], "extracting", error=document["error"])
         job_store.merge_result(session, job_id, {"phase": "extracting", "attempt": attempts})
@@ -132,10 +116,11 @@ def run_ingest(
 def _run_group(
     db: Database, settings: Settings, claimed: list[group.Claimed], count_tokens: TokenCount | None
 ) -> list[IngestOutcome]:
-    """Extract the claimed uploads in one child (group.extract_claimed), then chunk and plan each alone: one
-    document's failure fails that document only."""
-    outcomes = []
-    for one, read in zip(claimed, group.extract_claimed(db, settings, claimed), strict=True):
+    """Extract the claimed uploads in one child (group.extract_claimed), chunk and classify each, then plan them all
+    in one transaction, each document in a savepoint of its own: one document's failure fails that document only."""
+    prepared: list[tuple[_Prepared, list[tuple[str, dict[str, Any]]]] | Exception] = []
+    reads = group.extract_claimed(db, settings, claimed)
+    for one, read in zip(claimed, reads, strict=True):
         result: _Prepared | Exception = read.error or ExtractionFailed("not extracted")
         if read.extracted is not None and read.fmt is not None:
             try:
@@ -145,11 +130,26 @@ def _run_group(
             except Exception as exc:
                 result = exc
         if isinstance(result, Exception):
-            outcomes.append(
-                _failed_attempt(db, settings, one.document, one.job["id"], one.attempts, result, read.stages)
-            )
-        else:
-            outcomes.append(_planned(db, settings, one.document, one.job, result, read.stages))
+            prepared.append(result)
+            continue
+        started = time.perf_counter()
+        prepared.append((result, _items(result, one.document, one.job["params"])))
+        read.stages["classify_ms"] = _ms(started)
+    outcomes = []
+    with db.session() as session:
+        for one, read, ready in zip(claimed, reads, prepared, strict=True):
+            document, job_id = one.document, one.job["id"]
+            if isinstance(ready, Exception):
+                outcomes.append(outcome.record(session, settings, document, job_id, one.attempts, ready, read.stages))
+                continue
+            try:
+                with session.begin_nested():
+                    refs = _plan(session, settings, document["id"], job_id, ready[0], ready[1], read.stages)
+            except Exception as exc:  # rolled back to the savepoint: the group's other documents stay planned
+                outcomes.append(outcome.record(session, settings, document, job_id, one.attempts, exc, read.stages))
+                continue
+            status = "planned" if refs else "skipped"
+            outcomes.append(IngestOutcome(status, chunks=refs, fmt=ready[0].fmt.value, stages_ms=read.stages))
     return outcomes
 
 
@@ -341,14 +341,6 @@ def _duplicate(
     return IngestOutcome("duplicate", stages_ms=stages)
 
 
-def is_final(exc: Exception) -> bool:
-    """Whether an error will come back on every attempt (bad input), rather than pass (network, load)."""
-    if isinstance(exc, UpstreamFailed):
-        status = (exc.details or {}).get("status") if isinstance(exc.details, dict) else None
-        return isinstance(status, int) and 400 <= status < 500 and status not in _TRANSIENT_HTTP
-    return isinstance(exc, MnemoflowError) and exc.status_code < 500
-
-
 def _failed_attempt(
     db: Database,
     settings: Settings,
@@ -358,26 +350,8 @@ def _failed_attempt(
     exc: Exception,
     stages: dict[str, int],
 ) -> IngestOutcome:
-    message = exc.message if isinstance(exc, MnemoflowError) else f"{type(exc).__name__}: {exc}"
-    final = is_final(exc) or attempts >= settings.job_max_attempts
     with db.session() as session:
-        if final:
-            _fail(session, document, job_id, message, stages)
-            return IngestOutcome("failed", error=message, stages_ms=stages)
-        # Back to queued, the lease given back: if the retry's message is lost too, the sweeper's "sent but never
-        # claimed" rule finds it.
-        document_store.set_status(session, document["id"], "queued", error=message)
-        job_store.merge_result(session, job_id, {"phase": "retrying", "attempt": attempts}, error=message)
-    return IngestOutcome("retry", retry_in=min(60.0, 2.0**attempts), error=message, stages_ms=stages)
-
-
-def _fail(session: Any, document: dict[str, Any], job_id: uuid.UUID, message: str, stages: dict[str, int]) -> None:
-    document_store.set_status(session, document["id"], "failed", error=message, meta={"stages_ms": stages})
-    document_store.delete_upload(session, document["id"])
-    job_store.finish_job(
-        session, job_id, status="failed", result={"phase": "failed", "stages_ms": stages}, error=message
-    )
-    log_document(document, outcome=f"failed ({message})", chunks=0, stages=stages)
+        return outcome.record(session, settings, document, job_id, attempts, exc, stages)
 
 
 def _ms(started: float) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
 from sqlalchemy import text
@@ -123,6 +123,34 @@ def _parts(session: Session, document_id: uuid.UUID) -> Iterator[bytes]:
             return
         yield bytes(block)
         part += 1
+
+
+def read_uploads(session: Session, targets: Mapping[uuid.UUID, IO[bytes]]) -> dict[uuid.UUID, int]:
+    """`read_upload` for several documents in one statement: each one's staged bytes written into its target, in
+    order; the bytes written for each (0 if nothing is staged)."""
+    sizes = dict.fromkeys(targets, 0)
+    rows = session.execute(
+        text(
+            "SELECT document_id, data FROM document_uploads WHERE document_id = ANY(CAST(:ids AS uuid[])) "
+            "ORDER BY document_id, part"
+        ),
+        {"ids": list(targets)},
+    )
+    for document_id, block in rows:
+        targets[document_id].write(bytes(block))
+        sizes[document_id] += len(block)
+    return sizes
+
+
+def mark_extracting(session: Session, document_ids: Sequence[uuid.UUID]) -> None:
+    """Move documents to `extracting` (a cancelled one stays cancelled), their errors kept: a group's claim."""
+    session.execute(
+        text(
+            "UPDATE documents SET status = 'extracting', updated_at = now() "
+            "WHERE id = ANY(CAST(:ids AS uuid[])) AND status <> 'cancelled'"
+        ),
+        {"ids": list(document_ids)},
+    )
 
 
 def delete_upload(session: Session, document_id: uuid.UUID) -> None:

@@ -14,6 +14,7 @@ stops being renewed: the sweeper re-sends the work as soon as the lease has run 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -22,12 +23,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from shared.db import Database
-from shared.storage.jobs import ChunkRef
+from shared.storage.jobs import JOB_COLUMNS, ChunkRef
 
 log = logging.getLogger("mnemoflow.jobs")
 
@@ -100,6 +102,29 @@ def claim_job(session: Session, job_id: uuid.UUID, *, owner: str, ttl: float) ->
         {"id": job_id, "owner": owner, "ttl": ttl},
     ).scalar_one_or_none()
     return None if attempts is None else int(attempts)
+
+
+def claim_jobs(
+    session: Session, job_ids: Sequence[uuid.UUID], *, owner: str, ttl: float, result: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """`claim_job` for several jobs in one statement, `result` merged into each one's with its `attempt`: the jobs
+    claimed, as `jobs.get_job` reads them (those closed or held by another live lease are left out)."""
+    if not job_ids:
+        return []
+    rows = session.execute(
+        text(
+            f"""
+            UPDATE jobs SET attempts = attempts + 1, status = 'running', started_at = COALESCE(started_at, now()),
+                   updated_at = now(), lease_owner = :owner, lease_until = now() + make_interval(secs => :ttl),
+                   result = result || CAST(:result AS jsonb) || jsonb_build_object('attempt', attempts + 1)
+            WHERE id = ANY(CAST(:ids AS uuid[])) AND status IN ('queued', 'running')
+              AND (lease_until IS NULL OR lease_until < now())
+            RETURNING {JOB_COLUMNS}
+            """
+        ),
+        {"ids": list(job_ids), "owner": owner, "ttl": ttl, "result": json.dumps(result)},
+    ).all()
+    return [dict(r._mapping) for r in rows]
 
 
 def renew_job(session: Session, job_id: uuid.UUID, *, owner: str, ttl: float) -> bool:

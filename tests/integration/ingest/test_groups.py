@@ -1,5 +1,6 @@
-"""Small uploads claimed in groups: one tenant's never-tried documents parsed in one sandboxed child, each then
-planned alone; one document's failure fails that document only, and no other tenant's document joins the group."""
+"""Small uploads claimed in groups: one tenant's never-tried documents claimed by one statement, read by one and
+parsed in one sandboxed child, then planned in one transaction, each document in a savepoint; one document's failure
+fails that document only, and no other tenant's document joins the group."""
 
 from __future__ import annotations
 
@@ -86,3 +87,43 @@ def test_with_grouping_off_each_upload_is_its_own_step(db, settings, tenant, tmp
     assert [state[0] for state in _documents(db, tenant, jobs).values()].count("queued") == 2
     grouped = run_ingest(db, settings, jobs[1])
     assert grouped.status == "planned" and [c.status for c in grouped.companions] == ["planned"]
+
+
+def test_a_group_is_planned_in_one_transaction_and_a_documents_own_database_error_fails_it_alone(
+    db, settings, tenant, tmp_path
+):
+    paths = []
+    for number in range(3):
+        path = tmp_path / f"g{number}.txt"
+        path.write_text(f"Item {number}. " + samples.PLAIN_TEXT)
+        paths.append(path)
+    jobs = [staged(db, tenant, path).job_id for path in paths]
+    # the middle document's first chunk is taken already: its plan breaks the chunks' primary key (a real error of
+    # the database), rolled back to its savepoint
+    with db.session(tenant) as s:
+        s.execute(
+            text(
+                "INSERT INTO job_chunks (job_id, seq, sector, item_count, items) "
+                "VALUES (:j, 0, 'semantic', 0, CAST('[]' AS jsonb))"
+            ),
+            {"j": jobs[1]},
+        )
+
+    outcome = run_ingest(db, settings, jobs[0])
+
+    assert outcome.status == "planned"
+    assert [c.status for c in outcome.companions] == ["retry", "planned"]
+    assert "UniqueViolation" in (outcome.companions[0].error or "")
+    states = _documents(db, tenant, jobs)
+    assert [states[j][0] for j in jobs] == ["embedding", "queued", "embedding"]
+    assert "UniqueViolation" in (states[jobs[1]][2] or "")
+    assert _planned_chunks(db, tenant, jobs[0]) >= 1 and _planned_chunks(db, tenant, jobs[2]) >= 1
+    assert _planned_chunks(db, tenant, jobs[1]) == 1  # only the row put there: nothing of its plan was kept
+    with db.session(tenant) as s:  # its upload is still staged for the retry
+        staged_parts = s.execute(
+            text(
+                "SELECT count(*) FROM document_uploads u JOIN documents d ON d.id = u.document_id WHERE d.job_id = :j"
+            ),
+            {"j": jobs[1]},
+        ).scalar_one()
+    assert staged_parts >= 1

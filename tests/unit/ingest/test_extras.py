@@ -107,7 +107,7 @@ def test_a_worker_without_the_audio_extra_fails_the_document_naming_it(tmp_path:
         import json, sys
         from shared.errors import MnemoflowError
         from shared.ingest import Format, extract
-        from shared.ingest.pipeline import is_final
+        from shared.ingest.outcome import is_final
         try:
             extract(sys.argv[1], Format.WAV)
             print(json.dumps(None))

@@ -9,7 +9,7 @@ from shared.config import Settings
 from shared.errors import ExtractionFailed, InvalidInput, PayloadTooLarge, UnsupportedMedia, UpstreamFailed
 from shared.ingest import Format
 from shared.ingest.intake import check_format, is_textual, normalize_url, url_hash
-from shared.ingest.pipeline import is_final
+from shared.ingest.outcome import is_final
 
 
 @pytest.mark.parametrize(
