@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import secrets
@@ -11,17 +12,22 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import psutil
+import psycopg
+from pgvector import Vector
 
 from infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port, recreate_database
 from infra.migrate import upgrade
 from infra.processes import gateway_command, wait_for_worker, wait_healthy, worker_command
 from shared.config import Settings
+from shared.storage.rows import NewMemory
 
 ROOT = Path(__file__).resolve().parent.parent
 # One run's secrets, for the benchmark's own process and every process it starts alike (a development Settings
@@ -352,3 +358,65 @@ def gateway_at(url: str | None, *, provider: str, database: str, concurrency: in
         stack(fresh_database(srv.admin_url, database), srv.redis_url, concurrency=concurrency) as base,
     ):
         yield base
+
+
+def copy_prepared(conn: psycopg.Connection, prepared: Sequence[NewMemory], *, indexed: bool) -> list[uuid.UUID]:
+    """The floor of a store's write: prepared memories and their per-sector vectors (one walked) written by one binary
+    COPY per table on a superuser's connection (no row-level security), uncommitted; the memories' ids."""
+    ids = [uuid.uuid4() for _ in prepared]
+    with conn.cursor() as cur:
+        with cur.copy(
+            "COPY memories (id, user_id, content, content_hash, primary_sector, sectors, tags, meta, salience, "
+            "decay_lambda, confidence, classification_confidence, document_id, chunk_index, fact_hash) "
+            "FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(
+                [
+                    "uuid",
+                    "text",
+                    "text",
+                    "text",
+                    "text",
+                    "text[]",
+                    "text[]",
+                    "jsonb",
+                    "float4",
+                    "float4",
+                    "float4",
+                    "float4",
+                    "uuid",
+                    "int4",
+                    "text",
+                ]
+            )
+            for memory_id, m in zip(ids, prepared, strict=True):
+                copy.write_row(
+                    (
+                        memory_id,
+                        m.user_id,
+                        m.content,
+                        m.content_hash,
+                        m.primary_sector,
+                        list(m.sectors),
+                        list(m.tags),
+                        json.dumps(m.meta),
+                        m.salience,
+                        m.decay_lambda,
+                        m.confidence,
+                        m.classification_confidence,
+                        m.document_id,
+                        m.chunk_index,
+                        m.fact_hash,
+                    )
+                )
+        with cur.copy(
+            "COPY memory_vectors (memory_id, sector, user_id, dim, model, indexed, walked, embedding) "
+            "FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "bool", "vector"])
+            for memory_id, m in zip(ids, prepared, strict=True):
+                for n, (sector, sv) in enumerate(m.vectors.items()):  # one vector for every sector: walked once
+                    vector = Vector(np.asarray(sv.vector, dtype=np.float32))
+                    dim = sv.vector.shape[0]
+                    copy.write_row((memory_id, sector, m.user_id, dim, sv.model, indexed, n == 0, vector))
+    return ids

@@ -24,26 +24,22 @@ Besides the rates it prints:
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import random
 import statistics
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
-import numpy as np
 import psutil
 import psycopg
-from pgvector import Vector
 from pgvector.psycopg import register_vector
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.common import bench_settings, corpus, fresh_database, plain_dsn, servers, stack
+from bench.common import bench_settings, copy_prepared, corpus, fresh_database, plain_dsn, servers, stack
 from shared.api.memories import MemoryCreate
 from shared.config import Settings
 from shared.db import schema_session
@@ -67,58 +63,10 @@ def baseline_copy(database_url: str, texts: list[str], *, indexed: bool) -> tupl
     started = time.perf_counter()
     prepared, _ = engine.prepare([MemoryCreate(content=t) for t in texts], USER)
     prepare_s = time.perf_counter() - started
-    ids = [uuid.uuid4() for _ in prepared]
     with psycopg.connect(plain_dsn(database_url)) as conn:
         register_vector(conn)
         started = time.perf_counter()
-        with conn.cursor() as cur:
-            with cur.copy(
-                "COPY memories (id, user_id, content, content_hash, primary_sector, sectors, tags, meta, salience, "
-                "decay_lambda, confidence, classification_confidence) FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(
-                    [
-                        "uuid",
-                        "text",
-                        "text",
-                        "text",
-                        "text",
-                        "text[]",
-                        "text[]",
-                        "jsonb",
-                        "float4",
-                        "float4",
-                        "float4",
-                        "float4",
-                    ]
-                )
-                for memory_id, m in zip(ids, prepared, strict=True):
-                    copy.write_row(
-                        (
-                            memory_id,
-                            m.user_id,
-                            m.content,
-                            m.content_hash,
-                            m.primary_sector,
-                            list(m.sectors),
-                            list(m.tags),
-                            json.dumps(m.meta),
-                            m.salience,
-                            m.decay_lambda,
-                            m.confidence,
-                            m.classification_confidence,
-                        )
-                    )
-            with cur.copy(
-                "COPY memory_vectors (memory_id, sector, user_id, dim, model, indexed, walked, embedding) "
-                "FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(["uuid", "text", "text", "int2", "text", "bool", "bool", "vector"])
-                for memory_id, m in zip(ids, prepared, strict=True):
-                    for n, (sector, sv) in enumerate(m.vectors.items()):  # one vector for every sector: walked once
-                        vector = Vector(np.asarray(sv.vector, dtype=np.float32))
-                        dim = sv.vector.shape[0]
-                        copy.write_row((memory_id, sector, USER, dim, sv.model, indexed, n == 0, vector))
+        copy_prepared(conn, prepared, indexed=indexed)
         conn.commit()
         return time.perf_counter() - started, prepare_s
 
