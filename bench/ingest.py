@@ -1,8 +1,9 @@
 """Bulk ingest throughput: POST /memory/batch until every memory is stored and queryable.
 
 Baselines, measured in the same run on the same machine:
-- the store's own rate: a plain COPY of the same rows (memories and their per-sector vectors) into the
-  same HNSW-indexed tables of a fresh database (and unindexed, the floor);
+- the store's own rate: a plain COPY of the same rows (memories with their fact hashes, as the engine writes
+  them since 2026-12-07, and their per-sector vectors) into the same HNSW-indexed tables of a fresh database
+  (and unindexed, the floor);
 - the model's own rate: the provider embedding the same texts in as many processes as the worker has,
   nothing else running (`raw model`). End to end / raw model is the pipeline's overhead.
 
