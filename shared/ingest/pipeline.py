@@ -46,6 +46,7 @@ from shared.storage import jobs as job_store
 from shared.text import normalize_content
 
 _OPEN = ("queued", "extracting")
+_EXTRACTING = {"phase": "extracting"}
 TokenCount = Callable[[Sequence[str]], list[int]]  # each text's tokens for the embedding model
 
 
@@ -80,17 +81,16 @@ def run_ingest(
             return IngestOutcome("skipped")
         if document["status"] not in _OPEN:
             return IngestOutcome("skipped")
-        attempts = leases.claim_job(session, job_id, owner=owner, ttl=settings.job_lease_seconds)
-        if attempts is None:
+        # the claim, the attempt counted and the phase recorded in one statement, which reads the job back
+        held = leases.claim_jobs(session, [job_id], owner=owner, ttl=settings.job_lease_seconds, result=_EXTRACTING)
+        if not held:
             return IngestOutcome("skipped")
-        job = job_store.get_job(session, job_id)
-        assert job is not None
+        job, attempts = held[0], int(held[0]["attempts"])
         if attempts > settings.job_max_attempts:  # e.g. the document took the worker down every time
             message = f"gave up after {attempts - 1} attempts (the worker was lost each time?)"
             outcome.fail(session, document, job_id, message, {})
             return IngestOutcome("failed", error=message)
         document_store.set_status(session, document["id"], "extracting", error=document["error"])
-        job_store.merge_result(session, job_id, {"phase": "extracting", "attempt": attempts})
         companions = group.claim_companions(session, settings, document, owner)
         if companions:
             job_store.merge_result(session, job_id, {"grouped": True})
@@ -306,7 +306,8 @@ def _plan(
     cost = specs_cost(specs) - DOCUMENT_WINDOWS
     priority = backlog.priority_of(session, current["user_id"], cost, fair=settings.fair_queues)
     job_store.add_chunks(session, job_id, specs, priority=priority)
-    job_store.grow_job(session, job_id, more_total=len(items), params={})
+    planned = {"phase": "embedding", "chunks": len(items), "format": prepared.fmt.value, "bytes": prepared.size}
+    job_store.grow_job(session, job_id, more_total=len(items), params={}, result=planned)
     document_store.set_status(
         session,
         document_id,
@@ -317,11 +318,6 @@ def _plan(
     )
     if current["source_type"] == "upload":
         document_store.delete_upload(session, document_id)
-    job_store.merge_result(
-        session,
-        job_id,
-        {"phase": "embedding", "chunks": len(items), "format": prepared.fmt.value, "bytes": prepared.size},
-    )
     user_id = current["user_id"]
     return [
         StoreChunk(job_id=job_id, seq=spec.seq, sector=spec.sector, user_id=user_id, priority=priority)

@@ -232,15 +232,23 @@ def next_seq(session: Session, job_id: uuid.UUID) -> int:
     )
 
 
-def grow_job(session: Session, job_id: uuid.UUID, *, more_total: int, params: dict[str, Any]) -> None:
-    """Add work to a job (a later planning round) and merge `params` into its parameters."""
+def grow_job(
+    session: Session,
+    job_id: uuid.UUID,
+    *,
+    more_total: int,
+    params: dict[str, Any],
+    result: dict[str, Any] | None = None,
+) -> None:
+    """Add work to a job (a later planning round), merge `params` into its parameters and `result` into its result."""
     session.execute(
         text(
             "UPDATE jobs SET progress_total = progress_total + :more, params = params || CAST(:params AS jsonb), "
+            "result = result || CAST(:result AS jsonb), "
             "status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, "
             "started_at = COALESCE(started_at, now()), updated_at = now() WHERE id = :id"
         ),
-        {"id": job_id, "more": more_total, "params": json.dumps(params)},
+        {"id": job_id, "more": more_total, "params": json.dumps(params), "result": json.dumps(result or {})},
     )
 
 
