@@ -93,7 +93,11 @@ def claim_companions(session: Any, settings: Settings, document: dict[str, Any],
 def read_staged(db: Database, document_id: Any, path: Path) -> int:
     """Write an upload's staged bytes to `path`; their size. ExtractionFailed when none are staged any more."""
     with db.session() as session, open(path, "wb") as target:
-        size = document_store.read_upload(session, document_id, target)
+        return _staged(document_store.read_upload(session, document_id, target))
+
+
+def _staged(size: int) -> int:
+    """`size`, the bytes read from an upload's staging; ExtractionFailed when there were none."""
     if size == 0:
         raise ExtractionFailed("the uploaded bytes are no longer staged; upload the file again")
     return size
@@ -119,8 +123,7 @@ def extract_claimed(db: Database, settings: Settings, claimed: list[Claimed]) ->
             read.size = sizes[one.document["id"]]
             read.stages["read_ms"] = read_ms
             try:
-                if read.size == 0:
-                    raise ExtractionFailed("the uploaded bytes are no longer staged; upload the file again")
+                _staged(read.size)
                 read.fmt = sniff(path)
             except Exception as exc:
                 read.error = exc

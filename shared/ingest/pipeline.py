@@ -132,9 +132,7 @@ def _run_group(
         if isinstance(result, Exception):
             prepared.append(result)
             continue
-        started = time.perf_counter()
-        prepared.append((result, _items(result, one.document, one.job["params"])))
-        read.stages["classify_ms"] = _ms(started)
+        prepared.append((result, _classified(result, one.document, one.job["params"], read.stages)))
     outcomes = []
     with db.session() as session:
         for one, read, ready in zip(claimed, reads, prepared, strict=True):
@@ -148,8 +146,7 @@ def _run_group(
             except Exception as exc:  # rolled back to the savepoint: the group's other documents stay planned
                 outcomes.append(outcome.record(session, settings, document, job_id, one.attempts, exc, read.stages))
                 continue
-            status = "planned" if refs else "skipped"
-            outcomes.append(IngestOutcome(status, chunks=refs, fmt=ready[0].fmt.value, stages_ms=read.stages))
+            outcomes.append(_planned_outcome(refs, ready[0], read.stages))
     return outcomes
 
 
@@ -161,13 +158,24 @@ def _planned(
     prepared: _Prepared,
     stages: dict[str, int],
 ) -> IngestOutcome:
-    started = time.perf_counter()
-    items = _items(prepared, document, job["params"])
-    stages["classify_ms"] = _ms(started)
+    items = _classified(prepared, document, job["params"], stages)
     with db.session() as session:
         refs = _plan(session, settings, document["id"], job["id"], prepared, items, stages)
-    status = "planned" if refs else "skipped"
-    return IngestOutcome(status, chunks=refs, fmt=prepared.fmt.value, stages_ms=stages)
+    return _planned_outcome(refs, prepared, stages)
+
+
+def _classified(
+    prepared: _Prepared, document: dict[str, Any], params: dict[str, Any], stages: dict[str, int]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The document's chunk items (`_items`), timed as its classify stage."""
+    started = time.perf_counter()
+    items = _items(prepared, document, params)
+    stages["classify_ms"] = _ms(started)
+    return items
+
+
+def _planned_outcome(refs: list[StoreChunk], prepared: _Prepared, stages: dict[str, int]) -> IngestOutcome:
+    return IngestOutcome("planned" if refs else "skipped", chunks=refs, fmt=prepared.fmt.value, stages_ms=stages)
 
 
 def _prepare(

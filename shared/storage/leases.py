@@ -90,39 +90,31 @@ def claim_chunk(session: Session, job_id: uuid.UUID, seq: int, *, owner: str, tt
 def claim_job(session: Session, job_id: uuid.UUID, *, owner: str, ttl: float) -> int | None:
     """Claim an open job's own step (not a chunk's) and count the attempt; None when the job is closed or
     another worker's lease on it is live."""
-    attempts = session.execute(
-        text(
-            """
-            UPDATE jobs SET attempts = attempts + 1, status = 'running', started_at = COALESCE(started_at, now()),
-                   updated_at = now(), lease_owner = :owner, lease_until = now() + make_interval(secs => :ttl)
-            WHERE id = :id AND status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until < now())
-            RETURNING attempts
-            """
-        ),
-        {"id": job_id, "owner": owner, "ttl": ttl},
-    ).scalar_one_or_none()
-    return None if attempts is None else int(attempts)
+    claimed = claim_jobs(session, [job_id], owner=owner, ttl=ttl)
+    return int(claimed[0]["attempts"]) if claimed else None
 
 
 def claim_jobs(
-    session: Session, job_ids: Sequence[uuid.UUID], *, owner: str, ttl: float, result: dict[str, Any]
+    session: Session, job_ids: Sequence[uuid.UUID], *, owner: str, ttl: float, result: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """`claim_job` for several jobs in one statement, `result` merged into each one's with its `attempt`: the jobs
-    claimed, as `jobs.get_job` reads them (those closed or held by another live lease are left out)."""
+    """`claim_job` for several jobs in one statement, and `result` (if given) merged into each one's with its
+    `attempt`: the jobs claimed, as `jobs.get_job` reads them (those closed or held by another live lease are left
+    out)."""
     if not job_ids:
         return []
+    merged = "result || CAST(:result AS jsonb) || jsonb_build_object('attempt', attempts + 1)"
     rows = session.execute(
         text(
             f"""
             UPDATE jobs SET attempts = attempts + 1, status = 'running', started_at = COALESCE(started_at, now()),
                    updated_at = now(), lease_owner = :owner, lease_until = now() + make_interval(secs => :ttl),
-                   result = result || CAST(:result AS jsonb) || jsonb_build_object('attempt', attempts + 1)
+                   result = {merged if result is not None else "result"}
             WHERE id = ANY(CAST(:ids AS uuid[])) AND status IN ('queued', 'running')
               AND (lease_until IS NULL OR lease_until < now())
             RETURNING {JOB_COLUMNS}
             """
         ),
-        {"ids": list(job_ids), "owner": owner, "ttl": ttl, "result": json.dumps(result)},
+        {"ids": list(job_ids), "owner": owner, "ttl": ttl, "result": json.dumps(result or {})},
     ).all()
     return [dict(r._mapping) for r in rows]
 
