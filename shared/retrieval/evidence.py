@@ -117,12 +117,13 @@ def without_time(df: Mapping[str, int]) -> dict[str, int]:
     return {t: n for t, n in df.items() if t not in TIME_LEXEMES and not t.isdigit()}
 
 
-def coverage(terms: QueryTerms, memory_terms: Collection[str]) -> float:
-    """The IDF-weighted share of the query's terms the memory has (0 when the query has none)."""
-    total = sum(terms.idf.values())
+def coverage(terms: QueryTerms, memory_terms: Collection[str], total: float | None = None) -> float:
+    """The IDF-weighted share of the query's terms the memory has (0 when the query has none); `total`: the sum of
+    the query terms' IDF, when the caller weighs many memories."""
+    total = sum(terms.idf.values()) if total is None else total
     if total <= 0:
         return 0.0
-    return sum(weight for term, weight in terms.idf.items() if term in memory_terms) / total
+    return sum(terms.idf.get(term, 0.0) for term in set(memory_terms)) / total
 
 
 def evidence(cosine: float | None, covered: float, unknown_share: float, params: GateParams) -> float:

@@ -231,7 +231,7 @@ def score_candidate(
     penalty = STATUS_PENALTY.get(memory.status, 1.0)
     trust = confidence_factor(memory.confidence, p.confidence_weight)
     candidate.trace_later(
-        _trace,
+        build_trace,
         components,
         cosine,
         lexical,
@@ -248,7 +248,7 @@ def score_candidate(
     return candidate.score
 
 
-def _trace(
+def build_trace(
     components: ScoreComponents,
     cosine: float | None,
     lexical: float,
@@ -316,43 +316,3 @@ def resolve_conflicts(
         candidates[weaker].components["conflict_penalty"] = penalty
         demoted.append((weaker, stronger))
     return demoted
-
-
-def score_all(
-    candidates: Mapping[uuid.UUID, Candidate],
-    rows: Mapping[uuid.UUID, dict[str, Any]],
-    cosines: Mapping[uuid.UUID, float | None],
-    contradicts: Sequence[tuple[uuid.UUID, uuid.UUID]],
-    *,
-    max_lexical: float,
-    now: datetime,
-    params: ScoringParams,
-    fusion_only: bool = False,
-) -> list[tuple[Candidate, dict[str, Any]]]:
-    """Stage 3 of the read path: every candidate with a row scored (the composite, its trace), then OpenMem's
-    conflict resolution. `fusion_only`: the fused rank alone is the score (what the rankers found, before any
-    weighting). Returns (candidate, row) pairs in the candidates' order."""
-    scored = []
-    for memory_id, candidate in candidates.items():
-        row = rows.get(memory_id)
-        if row is None:
-            continue
-        score_candidate(
-            candidate,
-            MemoryState.of(row),
-            cosine=cosines.get(memory_id),
-            max_lexical=max_lexical,
-            now=now,
-            params=params,
-        )
-        scored.append((candidate, row))
-    if contradicts and not fusion_only:
-        strength = {  # OpenMem's effective strength: salience x confidence x recency
-            c.id: float(row["salience"]) * float(row["confidence"]) * c.components.get("recency", 0.0)
-            for c, row in scored
-        }
-        resolve_conflicts({c.id: c for c, _ in scored}, contradicts, strength, penalty=params.conflict_penalty)
-    if fusion_only:
-        for candidate, _ in scored:
-            candidate.score = candidate.rrf_score
-    return scored

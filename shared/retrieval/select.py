@@ -148,13 +148,18 @@ def weigh_evidence(
     """Each candidate's evidence (`evidence.py`), stored on it, and its parts in its trace's components (why the gate
     let the query through). A newer version has the evidence of the older ones it answers for or inherits from
     (`expand`) too: a question is usually worded as the first statement was."""
-    covered = {i: coverage(terms, row.get("query_terms") or ()) for i, row in rows.items()}
+    total = sum(terms.idf.values())
+    covered = {i: coverage(terms, row.get("query_terms") or (), total) for i, row in rows.items()}
     own = {i: evidence(cosines.get(i), share, terms.unknown_share, params) for i, share in covered.items()}
+    unknown = round(terms.unknown_share, 6)
     for memory_id, candidate in candidates.items():
         if memory_id in rows:
-            older = {*candidate.answers_for, *filter(None, [candidate.inherited_from])} & rows.keys()
-            candidate.evidence = max([own[memory_id], *(own[o] for o in older)])
+            mine = own[memory_id]
+            if candidate.answers_for or candidate.inherited_from is not None:
+                older = {*candidate.answers_for, *filter(None, [candidate.inherited_from])} & rows.keys()
+                mine = max([mine, *(own[o] for o in older)])
+            candidate.evidence = mine
             candidate.note("coverage", round(covered[memory_id], 6))
-            if terms.unknown_share:
-                candidate.note("unknown_names", round(terms.unknown_share, 6))
-            candidate.note("evidence", round(candidate.evidence, 6))
+            if unknown:
+                candidate.note("unknown_names", unknown)
+            candidate.note("evidence", round(mine, 6))

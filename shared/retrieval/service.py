@@ -2,7 +2,7 @@
 
     candidates   candidates.py  full text + vectors (+ the period the query names), fused by RRF   -> Found
     expand       expand.py      rows and waypoints: spreading activation, context support, time    -> Expanded
-    score        scoring.py     OpenMemory's composite score, the trace, conflicts                -> scored
+    score        columns.py     OpenMemory's composite score (scoring.py's formulas), conflicts   -> scored
     select       select.py      the gate, MMR, the token budget, the payload of what is returned   -> Selection
 
 Functions take an open session and never commit; the gateway answers queries on an autocommit session.
@@ -24,12 +24,13 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall
 from shared.errors import InvalidInput
 from shared.retrieval.candidates import CandidateSearch, SessionFactory
+from shared.retrieval.columns import score_all
 from shared.retrieval.evidence import GateParams
 from shared.retrieval.expand import expand
 from shared.retrieval.fusion import Candidate
 from shared.retrieval.hot_rows import HotRowCache
 from shared.retrieval.packing import Packing
-from shared.retrieval.scoring import ScoringParams, score_all
+from shared.retrieval.scoring import ScoringParams
 from shared.retrieval.select import Selector, weigh_evidence
 from shared.retrieval.versions import asks_about_the_past
 from shared.storage.rows import MemoryFilter
