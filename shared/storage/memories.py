@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from psycopg.rows import namedtuple_row
+from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
@@ -38,45 +40,7 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, indexed:
     """
     if not memories:
         return []
-    payload = [
-        {
-            "user_id": m.user_id,
-            "content": m.content,
-            "content_hash": m.content_hash,
-            "fact_hash": m.fact_hash,
-            "primary_sector": m.primary_sector,
-            "sectors": list(m.sectors),
-            "tags": list(m.tags),
-            "meta": m.meta,
-            "salience": m.salience,
-            "decay_lambda": m.decay_lambda,
-            "confidence": m.confidence,
-            "classification_confidence": m.classification_confidence,
-            "document_id": str(m.document_id) if m.document_id else None,
-            "chunk_index": m.chunk_index,
-            "occurred_at": m.occurred_at.isoformat() if m.occurred_at else None,
-        }
-        for m in memories
-    ]
-    inserted = session.execute(
-        text(
-            """
-            INSERT INTO memories (user_id, content, content_hash, fact_hash, primary_sector, sectors, tags, meta,
-                                  salience, decay_lambda, confidence, classification_confidence, document_id,
-                                  chunk_index, occurred_at)
-            SELECT r.user_id, r.content, r.content_hash, r.fact_hash, r.primary_sector, r.sectors, r.tags, r.meta,
-                   r.salience, r.decay_lambda, r.confidence, r.classification_confidence, r.document_id,
-                   r.chunk_index, r.occurred_at
-            FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
-                user_id text, content text, content_hash text, fact_hash text, primary_sector text, sectors text[],
-                tags text[], meta jsonb, salience real, decay_lambda real, confidence real,
-                classification_confidence real, document_id uuid, chunk_index integer, occurred_at timestamptz)
-            ON CONFLICT DO NOTHING
-            RETURNING id, user_id, content_hash
-            """
-        ),
-        {"rows": json.dumps(payload)},
-    ).all()
+    inserted = _insert_rows(session, memories)
     created = {(r.user_id, r.content_hash): r.id for r in inserted}
     missing = [m for m in memories if (m.user_id, m.content_hash) not in created]
     by_content: dict[tuple[str, str], uuid.UUID] = {}
@@ -125,6 +89,62 @@ def insert_memories(session: Session, memories: Sequence[NewMemory], *, indexed:
         result.append(StoredRef(ref.id, ref.created and ref.id not in first_seen, ref.merged))
         first_seen.add(ref.id)
     return result
+
+
+# The rows in from binary arrays (psycopg's `%b`), one array a column, not a JSON document parsed again on the
+# server; a memory's sectors and tags (lists of any length) are slices of one flat array each.
+_INSERT = """
+INSERT INTO memories (user_id, content, content_hash, fact_hash, primary_sector, sectors, tags, meta, salience,
+                      decay_lambda, confidence, classification_confidence, document_id, chunk_index, occurred_at)
+SELECT r.user_id, r.content, r.content_hash, r.fact_hash, r.primary_sector,
+       (%(sectors)b::text[])[r.sectors_from:r.sectors_to], (%(tags)b::text[])[r.tags_from:r.tags_to],
+       r.meta, r.salience, r.decay_lambda, r.confidence, r.classification_confidence, r.document_id,
+       r.chunk_index, r.occurred_at
+FROM unnest(%(user_id)b::text[], %(content)b::text[], %(content_hash)b::text[], %(fact_hash)b::text[],
+            %(primary_sector)b::text[], %(sectors_from)b::int4[], %(sectors_to)b::int4[], %(tags_from)b::int4[],
+            %(tags_to)b::int4[], %(meta)b::jsonb[], %(salience)b::float4[], %(decay_lambda)b::float4[],
+            %(confidence)b::float4[], %(classification_confidence)b::float4[], %(document_id)b::uuid[],
+            %(chunk_index)b::int4[], %(occurred_at)b::timestamptz[])
+    AS r(user_id, content, content_hash, fact_hash, primary_sector, sectors_from, sectors_to, tags_from, tags_to,
+         meta, salience, decay_lambda, confidence, classification_confidence, document_id, chunk_index, occurred_at)
+ON CONFLICT DO NOTHING
+RETURNING id, user_id, content_hash
+"""
+
+
+def _insert_rows(session: Session, memories: Sequence[NewMemory]) -> list[Any]:
+    """`_INSERT` of `memories`: the rows created (`id`, `user_id`, `content_hash`); the others exist already."""
+    sectors: list[str] = []
+    tags: list[str] = []
+    bounds: dict[str, list[int]] = {"sectors_from": [], "sectors_to": [], "tags_from": [], "tags_to": []}
+    for m in memories:  # 1-based, inclusive: an empty list is the slice [n + 1:n]
+        for name, flat, values in (("sectors", sectors, m.sectors), ("tags", tags, m.tags)):
+            bounds[f"{name}_from"].append(len(flat) + 1)
+            flat.extend(values)
+            bounds[f"{name}_to"].append(len(flat))
+    columns: dict[str, Any] = {
+        "user_id": [m.user_id for m in memories],
+        "content": [m.content for m in memories],
+        "content_hash": [m.content_hash for m in memories],
+        "fact_hash": [m.fact_hash for m in memories],
+        "primary_sector": [m.primary_sector for m in memories],
+        "sectors": sectors,
+        "tags": tags,
+        "meta": [Jsonb(m.meta) for m in memories],
+        "salience": [float(m.salience) for m in memories],
+        "decay_lambda": [float(m.decay_lambda) for m in memories],
+        "confidence": [float(m.confidence) for m in memories],
+        "classification_confidence": [float(m.classification_confidence) for m in memories],
+        "document_id": [m.document_id for m in memories],
+        "chunk_index": [m.chunk_index for m in memories],
+        "occurred_at": [m.occurred_at for m in memories],
+        **bounds,
+    }
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    with raw.cursor(row_factory=namedtuple_row) as cur:
+        cur.execute(_INSERT, columns)
+        return cur.fetchall()
 
 
 def get_memory(session: Session, user_id: str, memory_id: uuid.UUID) -> dict[str, Any] | None:
