@@ -44,6 +44,7 @@ from shared.lifecycle.decay_cycle import CycleOptions, DecayCycle
 from shared.lifecycle.merge_cycle import MergeCycle, embed_backlog
 from shared.lifecycle.reinforcement import QueryUse
 from shared.memory.chunks import store_chunk as store_job_chunk
+from shared.model.statuses import ChunkResult
 from shared.queueing import send as send_with
 from shared.storage import backlog, cancels, decay_runs, leases
 from shared.storage import documents as document_store
@@ -75,9 +76,8 @@ def _run_chunk(
 ) -> tuple[dict[str, Any], Any]:
     """Claim the chunk (the attempt counts here), run `work` in one transaction on `db` (a tenant's, or the store's
     for a re-embed), and on error record it and retry with backoff. A duplicate message finds the chunk claimed or
-    done and leaves without counting an attempt.
-
-    Returns the task's result and what `work` returned (None when skipped or failed for good).
+    done and leaves without counting an attempt. Returns the task's result (`ChunkResult`) and what `work` returned
+    (None when skipped or failed for good).
     """
     job, seq = message.job_id, message.seq
     summary: dict[str, Any] = {"job_id": str(job), "seq": seq}
@@ -94,13 +94,13 @@ def _run_chunk(
         raise task.retry(countdown=claim.lease_left + 1)
     if attempts is None:
         log.info("job %s chunk %s is done, failed or being worked on; nothing to do", job, seq)
-        return summary | {"status": "skipped"}, None
+        return summary | {"status": ChunkResult.SKIPPED}, None
     if attempts > settings.job_max_attempts:  # e.g. it killed the worker every time
         with db.session() as session:
             job_store.fail_chunk(
                 session, job, seq, error=f"gave up after {attempts - 1} attempts (worker lost?)", final=True
             )
-        return summary | {"status": "failed"}, None
+        return summary | {"status": ChunkResult.FAILED}, None
     try:
         with db.session() as session:
             outcome = work(session, job, seq, owner)
@@ -115,12 +115,12 @@ def _run_chunk(
             )
         if final:
             log.error("job %s chunk %s failed for good after %s attempts: %s", job, seq, attempts, exc)
-            return summary | {"status": "failed"}, None
+            return summary | {"status": ChunkResult.FAILED}, None
         log.warning("job %s chunk %s attempt %s failed, retrying: %s", job, seq, attempts, exc)
         raise task.retry(exc=exc, countdown=retry_in) from exc
     if outcome is None:
         log.info("job %s chunk %s is held by another worker; leaving it", job, seq)
-    return summary | {"status": "done" if outcome is not None else "held"}, outcome
+    return summary | {"status": ChunkResult.DONE if outcome is not None else ChunkResult.HELD}, outcome
 
 
 @app.task(name=StoreChunk.task, bind=True, max_retries=None)

@@ -18,6 +18,7 @@ from mnemoflow_client import Mnemoflow, MnemoflowError, TransportError
 
 from services.cli import progress
 from shared.config import get_settings
+from shared.model.statuses import JobStatus, RunStatus
 
 User = Annotated[
     str | None,
@@ -187,9 +188,9 @@ def ingest(
             with progress.job_bar(f"ingest {Path(source).name or source}") as moved:
                 job = client.wait(accepted, on_progress=moved)
         document = client.document(accepted.document_id)
-    ended = {document.status, job.status if job is not None else None} & {"failed", "cancelled"}
+    ended = {document.status, job.status if job is not None else None} & {JobStatus.FAILED, JobStatus.CANCELLED}
     if ended:
-        how = "cancelled" if "cancelled" in ended else "failed"
+        how = JobStatus.CANCELLED if JobStatus.CANCELLED in ended else JobStatus.FAILED
         typer.echo(f"ingest {how}: {document.error or (job.error if job else None)}", err=True)
         raise typer.Exit(1)
     stages = "  ".join(f"{k.removesuffix('_ms')} {v} ms" for k, v in document.stages_ms.items())
@@ -239,7 +240,7 @@ def reembed(
             return
         with progress.job_bar("re-embed") as moved:
             done = client.wait(accepted, on_progress=moved)
-    if done.status != "succeeded":
+    if done.status != JobStatus.SUCCEEDED:
         typer.echo(f"re-embed {done.status}: {done.error}", err=True)
         raise typer.Exit(1)
     typer.echo(
@@ -273,7 +274,7 @@ def decay(
             return
         with progress.decay_bar() as moved:
             run = client.wait_decay(run, on_progress=moved)
-    if run.status == "succeeded":
+    if run.status == RunStatus.SUCCEEDED:
         typer.echo(run.log)
     else:
         typer.echo(f"decay {run.status}: {run.reason}", err=True)

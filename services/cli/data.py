@@ -14,6 +14,7 @@ from mnemoflow_client import ImportAccepted
 
 from services.cli import progress
 from services.cli.commands import connect
+from shared.model.statuses import JobStatus
 
 UserOption = Annotated[str | None, typer.Option("--user-id", "--user", "-u", help="Tenant user_id")]
 
@@ -75,14 +76,14 @@ def import_(
             + (f": job {accepted.job_id}" if accepted.job_id else "")
         )
         _say_lines(accepted)
-        if accepted.status != "queued" or accepted.job_id is None:
+        if accepted.status != JobStatus.QUEUED or accepted.job_id is None:
             return
         if not wait:
             typer.echo(f"follow it with: mnemoflow job {accepted.job_id}")
             return
         with progress.job_bar(f"import {file.name}") as moved:
             job = client.wait(accepted.job_id, on_progress=moved)
-    if job.status != "succeeded":
+    if job.status != JobStatus.SUCCEEDED:
         typer.echo(f"import {job.status}: {job.error or ''}", err=True)
         raise typer.Exit(1)
     result = job.result
@@ -131,7 +132,7 @@ def erase(
             return
         with progress.job_bar(f"erase {user_id}") as moved:
             job = client.wait(accepted.job_id, on_progress=moved)
-    if job.status != "succeeded":
+    if job.status != JobStatus.SUCCEEDED:
         typer.echo(f"erasure {job.status}: {job.error or ''}", err=True)
         raise typer.Exit(1)
     deleted = job.result.get("deleted") or {}

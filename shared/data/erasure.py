@@ -31,6 +31,7 @@ from shared.embedding.cache import tenant_key_pattern as query_cache_pattern
 from shared.embedding.reembed import SYSTEM_TENANT
 from shared.errors import Conflict, NotFound
 from shared.jobs import JobKind
+from shared.model.statuses import JobStatus
 from shared.retrieval import stats as retrieval_stats
 from shared.retrieval.hot_rows import tenant_key_pattern as row_cache_pattern
 from shared.storage import bm25, erasure, leases
@@ -129,7 +130,10 @@ class _Eraser:
         self.deleted["valkey_keys"] = self.deleted.get("valkey_keys", 0) + keys
         with self.store.session() as session:
             job_store.finish_job(
-                session, self.job_id, status="succeeded", result={"phase": "done", "deleted": self.deleted, "left": {}}
+                session,
+                self.job_id,
+                status=JobStatus.SUCCEEDED,
+                result={"phase": "done", "deleted": self.deleted, "left": {}},
             )
             erasure.forget_tenant_of_job(session, self.job_id)
         log.info("erasure %s done: %s", self.job_id, self.deleted)
@@ -164,7 +168,7 @@ class _Eraser:
 
 def _fail(store: Database, job_id: uuid.UUID, reason: str) -> str:
     with store.session() as session:
-        job_store.finish_job(session, job_id, status="failed", error=reason)
+        job_store.finish_job(session, job_id, status=JobStatus.FAILED, error=reason)
     log.error("erasure %s failed: %s", job_id, reason)
     return "done"
 

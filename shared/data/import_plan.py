@@ -22,6 +22,7 @@ from shared.data import lines
 from shared.errors import InvalidInput
 from shared.jobs import ChunkSpec, ImportChunk, JobKind
 from shared.memory.limits import InputLimits
+from shared.model.statuses import DocumentStatus, JobStatus
 from shared.storage import jobs as job_store
 from shared.storage import transfer
 from shared.text import hash_normalized, normalize_content
@@ -161,8 +162,15 @@ class _Planner:
         """Store it now: under its id (the operator's imports, where it is free), else its alias; none when the tenant
         has it already (that id or its alias) or the same content (or URL), which it then stands for."""
         row = line.model_dump(exclude={"type", "duplicate_of"})
-        if line.status in ("queued", "extracting", "embedding"):  # its bytes are not in the file: it cannot go on
-            row |= {"status": "cancelled", "error": "exported before its ingestion finished; ingest it again"}
+        if line.status in (
+            DocumentStatus.QUEUED,
+            DocumentStatus.EXTRACTING,
+            DocumentStatus.EMBEDDING,
+        ):  # its bytes are not in the file: it cannot go on
+            row |= {
+                "status": DocumentStatus.CANCELLED,
+                "error": "exported before its ingestion finished; ingest it again",
+            }
         aliased = alias(self.tenant, line.id)
         held = transfer.tenant_documents(self.session, self.tenant, [line.id, aliased])
         stored = line.id if line.id in held else aliased if held else None
@@ -279,7 +287,7 @@ def plan_import(
     job_store.grow_job(session, planner.job_id, more_total=total, params=params)
     finished = not messages
     if finished:  # nothing but documents (or nothing at all): done now
-        job_store.finish_job(session, planner.job_id, status="succeeded", result={"phase": "done"} | counts)
+        job_store.finish_job(session, planner.job_id, status=JobStatus.SUCCEEDED, result={"phase": "done"} | counts)
     return Planned(
         job_id=planner.job_id,
         source_user_id=header.user_id,

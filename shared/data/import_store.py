@@ -26,6 +26,7 @@ from shared.jobs import JobKind
 from shared.lifecycle.compression import fingerprint_summary, fingerprint_vector
 from shared.memory.chunks import JobCancelled
 from shared.memory.engine import MemoryEngine
+from shared.model.statuses import JobStatus
 from shared.storage import bm25, cancels, transfer
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import jobs as job_store
@@ -52,9 +53,9 @@ def store_chunk(
         return None
     job = job_store.get_job(session, job_id)
     assert job is not None
-    if job["status"] == job_store.CANCELLED:
+    if job["status"] == JobStatus.CANCELLED:
         cancels.cancel_chunk(session, job_id, seq)
-        return ChunkOutcome(job_store.CANCELLED)
+        return ChunkOutcome(JobStatus.CANCELLED)
     items: list[dict[str, Any]] = chunk["items"]
     links = bool(items) and items[0].get("type") == "waypoint"
     try:
@@ -64,14 +65,14 @@ def store_chunk(
             else:
                 result = _store_memories(engine, session, job, [ExportedMemory.model_validate(i) for i in items])
             status = job_store.complete_chunk(session, job_id, seq, done=len(items), result=result)
-            if status == job_store.CANCELLED:
+            if status == JobStatus.CANCELLED:
                 raise JobCancelled(job_id)
             # complete_chunk holds the job row: the chunk that completes the last memory chunk releases the links
             done = transfer.open_unheld_chunks(session, job_id) == 0
             release = transfer.release_held_chunks(session, job_id) if done else []
     except JobCancelled:
         cancels.cancel_chunk(session, job_id, seq)
-        return ChunkOutcome(job_store.CANCELLED)
+        return ChunkOutcome(JobStatus.CANCELLED)
     return ChunkOutcome(status, release)
 
 

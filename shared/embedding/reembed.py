@@ -26,6 +26,7 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import embed_timed
 from shared.errors import Conflict
 from shared.jobs import ChunkSpec, JobKind, ReembedItem, plan_chunks
+from shared.model.statuses import OPEN_JOB, JobStatus
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import jobs as job_store
 from shared.storage import reembed as reembed_store
@@ -77,7 +78,7 @@ def start_job(session: Session, targets: Mapping[str, StoreModel], *, chunk_size
 def plan_round(session: Session, job_id: uuid.UUID) -> list[ChunkSpec]:
     """Chunks for every memory still carrying another model's vectors (none when the job is not open)."""
     job = job_store.get_job(session, job_id)
-    if job is None or job["status"] not in ("queued", "running"):
+    if job is None or job["status"] not in OPEN_JOB:
         return []
     stale = reembed_store.stale_memories(session, targets_of(job))
     chunks = plan_chunks(
@@ -150,10 +151,10 @@ def process_chunk(
 def finish(session: Session, job_id: uuid.UUID) -> str:
     """Switch the store to the target model if nothing is left: 'succeeded', 'replan', 'failed' or the job's status."""
     job = job_store.get_job(session, job_id)
-    if job is None or job["status"] not in ("queued", "running"):
+    if job is None or job["status"] not in OPEN_JOB:
         return str(job["status"]) if job else "missing"
     if job_store.open_chunk_count(session, job_id):
-        return "running"
+        return JobStatus.RUNNING
     targets = targets_of(job)
     lock_for_switch(session)
     stale = reembed_store.count_stale_vectors(session, targets)
@@ -162,28 +163,28 @@ def finish(session: Session, job_id: uuid.UUID) -> str:
             job_store.finish_job(
                 session,
                 job_id,
-                status="failed",
+                status=JobStatus.FAILED,
                 error=(
                     f"{stale} vectors of another model were still being written after {MAX_ROUNDS} rounds: stop the "
                     "processes that write with the old provider (or restart them with the new one), then run the "
                     "re-embed again; nothing is lost, converted memories stay converted"
                 ),
             )
-            return "failed"
+            return JobStatus.FAILED
         return "replan"
     previous = current_models(session)
     switch_models(session, targets)
     job_store.finish_job(
         session,
         job_id,
-        status="succeeded",
+        status=JobStatus.SUCCEEDED,
         result={
             "switched_to": {sector: asdict(t) for sector, t in targets.items()},
             "switched_from": {sector: asdict(previous[sector]) for sector in targets if sector in previous},
             "restart_with": restart_advice(targets),
         },
     )
-    return "succeeded"
+    return JobStatus.SUCCEEDED
 
 
 def restart_advice(targets: Mapping[str, StoreModel]) -> str:

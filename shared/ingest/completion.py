@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from shared.model.statuses import DocumentStatus, JobStatus
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 
@@ -27,16 +28,16 @@ def finish_document(session: Session, job_id: uuid.UUID) -> str:
     document = document_store.document_of_job(session, job_id, lock=True)
     job = job_store.get_job(session, job_id)
     assert job is not None
-    if document is None or document["status"] != "embedding":
+    if document is None or document["status"] != DocumentStatus.EMBEDDING:
         return str(job["status"])
     links = document_store.link_reading_order(session, document["id"])
     totals = job_store.chunk_totals(session, job_id)
     stages = {**(document["meta"].get("stages_ms") or {}), **{k: totals.get(k, 0) for k in EMBED_STAGES}}
-    document_store.set_status(session, document["id"], "done", meta={"stages_ms": stages})
+    document_store.set_status(session, document["id"], DocumentStatus.DONE, meta={"stages_ms": stages})
     result = {"phase": "done", "chunks": document["chunk_count"], "stages_ms": stages, "next_links": links}
-    job_store.finish_job(session, job_id, status="succeeded", result=result)
+    job_store.finish_job(session, job_id, status=JobStatus.SUCCEEDED, result=result)
     log_document(document, outcome="done", chunks=document["chunk_count"], stages=stages)
-    return "succeeded"
+    return JobStatus.SUCCEEDED
 
 
 def log_document(document: dict[str, Any], *, outcome: str, chunks: int, stages: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from shared.ingest import Format, Kind, check_declared, check_url, extras
 from shared.ingest.formats import SUPPORTED
 from shared.ingest.params import IngestParams
 from shared.jobs import JobKind
+from shared.model.statuses import DocumentStatus
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 
@@ -199,7 +200,7 @@ def _accept(
         )
         if existing is None:  # deleted between our insert and our look-up
             raise Conflict("this document changed while it was being submitted; send it again")
-        if existing["status"] not in ("failed", "cancelled"):
+        if existing["status"] not in (DocumentStatus.FAILED, DocumentStatus.CANCELLED):
             return Accepted(existing["id"], existing["job_id"], "existing", existing["status"], existing["format"])
         document_id, restart = existing["id"], True
     if max_queued is not None:
@@ -216,7 +217,7 @@ def _accept(
     job_store.merge_result(session, job_id, {"phase": "queued", "document_id": str(document_id)})
     if stage is not None:
         stage(document_id)
-    return Accepted(document_id, job_id, "retried" if restart else "queued", "queued", fields["fmt"])
+    return Accepted(document_id, job_id, "retried" if restart else "queued", DocumentStatus.QUEUED, fields["fmt"])
 
 
 def check_backlog(session: Session, user_id: str, max_queued: int) -> None:

@@ -40,12 +40,13 @@ from shared.ingest.outcome import IngestOutcome
 from shared.ingest.sandbox import limits_for
 from shared.jobs import ChunkItem, Classified, Placement, StoreChunk, plan_chunks
 from shared.memory import sectors as sector_rules
+from shared.model.statuses import DocumentStatus, JobStatus
 from shared.storage import backlog, cancels, leases
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 from shared.text import normalize_content
 
-_OPEN = ("queued", "extracting")
+_OPEN = (DocumentStatus.QUEUED, DocumentStatus.EXTRACTING)
 _EXTRACTING = {"phase": "extracting"}
 TokenCount = Callable[[Sequence[str]], list[int]]  # each text's tokens for the embedding model
 
@@ -71,10 +72,10 @@ def run_ingest(
         if document is None:
             return IngestOutcome("skipped")
         current = job_store.get_job(session, job_id)
-        if current is not None and current["status"] == job_store.CANCELLED:  # its document too, if not yet
+        if current is not None and current["status"] == JobStatus.CANCELLED:  # its document too, if not yet
             cancels.cancel_document(session, job_id)
             return IngestOutcome("cancelled")
-        if document["status"] == "embedding":  # planned; finish it if its last step was lost
+        if document["status"] == DocumentStatus.EMBEDDING:  # planned; finish it if its last step was lost
             if job_store.open_chunk_count(session, job_id) == 0:
                 finish_document(session, job_id)
                 return IngestOutcome("finished")
@@ -90,7 +91,7 @@ def run_ingest(
             message = f"gave up after {attempts - 1} attempts (the worker was lost each time?)"
             outcome.fail(session, document, job_id, message, {})
             return IngestOutcome("failed", error=message)
-        document_store.set_status(session, document["id"], "extracting", error=document["error"])
+        document_store.set_status(session, document["id"], DocumentStatus.EXTRACTING, error=document["error"])
         companions = group.claim_companions(session, settings, document, owner)
         if companions:
             job_store.merge_result(session, job_id, {"grouped": True})
@@ -306,7 +307,7 @@ def _plan(
     current = document_store.document_of_job(session, job_id, lock=True)
     if current is None or current["id"] != document_id or current["status"] not in _OPEN:
         return []
-    if cancels.lock_job_status(session, job_id) == job_store.CANCELLED:  # nothing is planned after a cancel
+    if cancels.lock_job_status(session, job_id) == JobStatus.CANCELLED:  # nothing is planned after a cancel
         cancels.cancel_document(session, job_id)
         return []
     specs = plan_chunks(items, size=settings.chunk_size, max_cost=DOCUMENT_TASK_WINDOWS, cost=item_cost)
@@ -338,9 +339,11 @@ def _duplicate(
 ) -> IngestOutcome:
     """A URL whose content the user already ingested as another document: point to that one, store nothing."""
     with db.session() as session:
-        document_store.set_status(session, document["id"], "duplicate", duplicate_of=other, meta={"stages_ms": stages})
+        document_store.set_status(
+            session, document["id"], DocumentStatus.DUPLICATE, duplicate_of=other, meta={"stages_ms": stages}
+        )
         result = {"phase": "duplicate", "duplicate_of": str(other), "stages_ms": stages}
-        job_store.finish_job(session, job_id, status="succeeded", result=result)
+        job_store.finish_job(session, job_id, status=JobStatus.SUCCEEDED, result=result)
     log_document(document, outcome=f"duplicate of {other}", chunks=0, stages=stages)
     return IngestOutcome("duplicate", stages_ms=stages)
 

@@ -32,6 +32,7 @@ from shared.lifecycle.compression import (
     fingerprint_vector,
     pool_to,
 )
+from shared.model.statuses import RUN_ENDED, RunStatus
 from shared.storage import decay_runs, decay_steps, locks
 from shared.storage.decay_steps import CompressedMemory, DecayParams, VectorRow
 from shared.storage.locks import Lock
@@ -39,7 +40,6 @@ from shared.storage.locks import Lock
 log = logging.getLogger("mnemoflow.decay")
 
 STEP_ROWS = 20_000  # memories per committed step
-ENDED = ("succeeded", "skipped", "failed")
 
 
 @dataclass
@@ -90,7 +90,7 @@ class DecayCycle:
         with self.db.session() as session:
             run_id = decay_runs.create_run(session, trigger=options.trigger, ratio=ratio, run_id=run_id)
             existing = decay_runs.get_run(session, run_id)
-            if existing is not None and existing["status"] in ENDED:
+            if existing is not None and existing["status"] in RUN_ENDED:
                 return existing
         with self.db.engine.connect() as lock_conn:
             if not locks.try_hold(lock_conn, Lock.DECAY_CYCLE):  # one cycle at a time, store-wide
@@ -110,7 +110,7 @@ class DecayCycle:
         started = time.monotonic()
         with self.db.session(timeouts=self.timeouts) as session:
             current = decay_runs.get_run(session, run_id)
-            if current is not None and current["status"] in ENDED:  # another delivery ran it while we waited
+            if current is not None and current["status"] in RUN_ENDED:  # another delivery ran it while we waited
                 return current
             interrupted = decay_runs.interrupted_run(session)
             if interrupted is None and options.trigger == "schedule":
@@ -146,7 +146,7 @@ class DecayCycle:
             raise
         duration_ms = (time.monotonic() - started) * 1000
         with self.db.session() as session:
-            row = decay_runs.finish_run(session, run_id, status="succeeded", duration_ms=duration_ms)
+            row = decay_runs.finish_run(session, run_id, status=RunStatus.SUCCEEDED, duration_ms=duration_ms)
         log.info(format_line(row))
         return row
 

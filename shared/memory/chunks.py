@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from shared.ingest.completion import finish_document
 from shared.jobs import ChunkItem, JobKind
 from shared.memory.engine import MemoryEngine
+from shared.model.statuses import JobStatus
 from shared.storage import cancels
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import jobs as job_store
@@ -50,9 +51,9 @@ def store_chunk(
         return None
     job = job_store.get_job(session, job_id)
     assert job is not None
-    if job["status"] == job_store.CANCELLED:  # cancelled since it was sent: store nothing, embed nothing
+    if job["status"] == JobStatus.CANCELLED:  # cancelled since it was sent: store nothing, embed nothing
         cancels.cancel_chunk(session, job_id, seq)
-        return job_store.CANCELLED
+        return JobStatus.CANCELLED
     items = [ChunkItem.model_validate(raw) for raw in chunk["items"]]
     classified = [(i.classified.sectors, i.classified.confidence) if i.classified else None for i in items]
     started = time.perf_counter()
@@ -71,7 +72,7 @@ def store_chunk(
             status, created = _store(engine, session, job, seq, items, prepared, embedded - started, began)
     except JobCancelled:
         cancels.cancel_chunk(session, job_id, seq)
-        return job_store.CANCELLED
+        return JobStatus.CANCELLED
     if on_stored is not None:  # only once the chunk stands: a cancelled one stored nothing
         on_stored(created, len(items) - created)
     return status
@@ -107,7 +108,7 @@ def _store(
     result["store_ms"] = round((time.perf_counter() - stored) * 1000)
     result["work_ms"] = round((time.perf_counter() - began) * 1000)
     status = job_store.complete_chunk(session, job_id, seq, done=len(items), result=result, finish_job=not ingest)
-    if status == job_store.CANCELLED:
+    if status == JobStatus.CANCELLED:
         raise JobCancelled(job_id)
     # complete_chunk holds the job row lock, so this count sees every chunk committed before ours.
     if ingest and job_store.open_chunk_count(session, job_id) == 0:

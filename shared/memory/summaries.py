@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from shared.db import Database
 from shared.errors import public_message
 from shared.memory.digest import MemoryLine, SummaryParams, summarize
+from shared.model.statuses import JobStatus
 from shared.storage import jobs as job_store
 from shared.storage import leases
 from shared.storage import memories as memory_store
@@ -80,7 +81,7 @@ def regenerate(
         with db.session(user_id) as session:
             row = build(session, user_id, params)
             result = {"memory_count": row["memory_count"], "reflection_count": row["reflection_count"]}
-            job_store.finish_job(session, job_id, status="succeeded", result=result)
+            job_store.finish_job(session, job_id, status=JobStatus.SUCCEEDED, result=result)
             leases.release_job(session, job_id, owner=owner)
     except Exception as exc:
         final = attempts >= max_attempts
@@ -88,6 +89,6 @@ def regenerate(
         with db.session(user_id) as session:
             leases.release_job(session, job_id, owner=owner)
             if final:
-                job_store.finish_job(session, job_id, status="failed", error=public_message(exc))
+                job_store.finish_job(session, job_id, status=JobStatus.FAILED, error=public_message(exc))
         return Regeneration("failed") if final else Regeneration("retry", retry_in=min(60, 2**attempts))
     return Regeneration("succeeded")

@@ -13,11 +13,9 @@ from sqlalchemy.orm import Session
 
 from shared.backpressure import chunk_cost
 from shared.jobs import ChunkSpec
+from shared.model.statuses import JobStatus
 from shared.storage import job_lookups
 
-OPEN = ("queued", "running")
-CANCELLED = "cancelled"
-FINISHED = ("succeeded", "failed", CANCELLED)  # a job's terminal statuses
 JOB_COLUMNS = (
     "id, user_id, kind, status, progress_done, progress_total, attempts, error, params, result, "
     "created_at, updated_at, started_at, finished_at"
@@ -142,7 +140,7 @@ def claim_chunk(session: Session, job_id: uuid.UUID, seq: int, owner: str | None
 def complete_chunk(
     session: Session, job_id: uuid.UUID, seq: int, *, done: int, result: dict[str, Any], finish_job: bool = True
 ) -> str:
-    """Mark a chunk done and advance its job; returns the job's status afterwards. CANCELLED: the job was cancelled
+    """Mark a chunk done and advance its job; returns the job's status afterwards. "cancelled": the job was cancelled
     (this statement waited for the cancel, or found it): roll back what the chunk stored, it must not count;
     `done_at` is this moment (not the transaction's start, which is when the worker began the chunk).
     finish_job=False: the job stays running after its last chunk (a final step of its own finishes it).
@@ -199,8 +197,8 @@ def _advance_job(session: Session, job_id: uuid.UUID, *, done: int, finish_job: 
         {"id": job_id, "done": done},
     ).scalar_one_or_none()
     if status is None:
-        return CANCELLED
-    if finish_job and status != "failed":
+        return JobStatus.CANCELLED
+    if finish_job and status != JobStatus.FAILED:
         finished = session.execute(
             text(
                 """

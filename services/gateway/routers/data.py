@@ -26,6 +26,7 @@ from shared.data import cancel, erasure, import_plan
 from shared.data.export import export_lines
 from shared.errors import Conflict, PayloadTooLarge
 from shared.jobs import EraseTenant, JobKind
+from shared.model.statuses import FINISHED_JOB
 from shared.storage import job_lookups, locks
 from shared.storage import jobs as job_store
 
@@ -107,7 +108,7 @@ async def import_file(
         response.headers["Location"] = f"/jobs/{planned.job_id}"
     return ImportAccepted(
         job_id=planned.job_id,
-        status="succeeded" if planned.finished else "queued",
+        status="succeeded" if planned.finished else "queued",  # API words: ImportAccepted's Literal
         user_id=tenant,
         source_user_id=planned.source_user_id,
         documents=planned.documents,
@@ -213,10 +214,10 @@ def erase_tenant(
     while True:
         with state.maintenance.reading() as session:
             job = job_store.get_job(session, job["id"]) or job
-        if not wait or job["status"] in job_store.FINISHED or time.monotonic() > deadline:
+        if not wait or job["status"] in FINISHED_JOB or time.monotonic() > deadline:
             break
         time.sleep(0.25)
-    if job["status"] in job_store.FINISHED:
+    if job["status"] in FINISHED_JOB:
         response.status_code = status.HTTP_200_OK
     response.headers["Location"] = f"/jobs/{job['id']}"
     return EraseAccepted(

@@ -37,12 +37,11 @@ from shared.errors import InvalidInput, MnemoflowError, PayloadTooLarge, RateLim
 from shared.ingest import intake, sniff
 from shared.jobs import IngestDocument, JobKind
 from shared.memory.storable import check_pairs, check_storable
+from shared.model.statuses import DOCUMENT_ENDED, FINISHED_JOB
 from shared.storage import backlog
 from shared.storage.documents import UPLOAD_PART_BYTES
 
 router = APIRouter(prefix="/memory", tags=["ingest"])
-FINISHED = ("succeeded", "failed", "cancelled")
-DOCUMENT_ENDED = ("done", "failed", "duplicate", "cancelled")
 _UPLOAD_FORM = {
     "requestBody": {
         "required": True,
@@ -281,7 +280,9 @@ def _answer(
     job = None
     if wait and accepted.job_id is not None:
         job = _wait(state, accepted.job_id, user_id)
-    ended = (job is not None and job.status in FINISHED) or (job is None and accepted.document_status in DOCUMENT_ENDED)
+    ended = (job is not None and job.status in FINISHED_JOB) or (
+        job is None and accepted.document_status in DOCUMENT_ENDED
+    )
     if ended:
         response.status_code = status.HTTP_200_OK
     response.headers["Location"] = f"/documents/{accepted.document_id}"
@@ -303,6 +304,6 @@ def _wait(state: GatewayState, job_id: uuid.UUID, user_id: str) -> JobPublic | N
     while True:
         with state.db.reading(user_id) as session:
             job = job_public(session, job_id, user_id)
-        if job is None or job.status in FINISHED or time.monotonic() >= deadline:
+        if job is None or job.status in FINISHED_JOB or time.monotonic() >= deadline:
             return job
         time.sleep(0.25)

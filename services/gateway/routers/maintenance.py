@@ -25,6 +25,7 @@ from shared.errors import InvalidInput, NotFound, ServiceUnavailable
 from shared.jobs import JobKind, PlanReembed, RunDecayCycle
 from shared.lifecycle.decay_cycle import format_line
 from shared.memory.sectors import SECTORS
+from shared.model.statuses import RUN_ENDED, RunStatus
 from shared.storage import decay_runs
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import memories as memory_store
@@ -81,7 +82,7 @@ def start_reembed(
     response.headers["Location"] = f"/jobs/{job_id}"
     return {
         "job_id": str(job_id),
-        "status": "queued",
+        "status": RunStatus.QUEUED,
         "sectors": list(targets),
         "from": {sector: asdict(previous[sector]) for sector in targets if sector in previous},
         "to": asdict(target),
@@ -108,7 +109,7 @@ def _run_public(run: dict[str, Any]) -> dict[str, Any]:
     out = {k: (str(v) if isinstance(v, uuid.UUID) else v) for k, v in run.items() if k != "plan"}
     out["segments_done"] = sum(1 for segment in run["plan"] if segment.get("finished"))
     out["planned"] = sum(int(segment.get("quota", 0)) for segment in run["plan"])  # what `processed` counts up to
-    if run["status"] == "succeeded":
+    if run["status"] == RunStatus.SUCCEEDED:
         out["log"] = format_line(run)
     return out
 
@@ -140,10 +141,10 @@ def run_decay(
         with state.maintenance.reading() as session:
             run = decay_runs.get_run(session, run_id)
         assert run is not None
-        if not wait or run["status"] in ("succeeded", "skipped", "failed") or time.monotonic() > deadline:
+        if not wait or run["status"] in RUN_ENDED or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    if run["status"] in ("succeeded", "skipped", "failed"):
+    if run["status"] in RUN_ENDED:
         response.status_code = status.HTTP_200_OK
     return _run_public(run) | {"status_url": f"/maintenance/decay/{run_id}"}
 

@@ -36,6 +36,7 @@ from shared.errors import InvalidInput, NotFound
 from shared.jobs import JobKind, StoreChunk
 from shared.memory import sectors as sector_rules
 from shared.memory.batches import plan_batch
+from shared.model.statuses import JobStatus
 from shared.storage import backlog, job_lookups
 from shared.storage import jobs as job_store
 from shared.storage import memories as memory_store
@@ -115,7 +116,7 @@ def _batch_answer(response: Response, job_id: uuid.UUID, items: int, chunks: int
     response.headers["Location"] = f"/jobs/{job_id}"
     return {
         "job_id": str(job_id),
-        "status": "queued" if chunks is not None else "existing",
+        "status": JobStatus.QUEUED if chunks is not None else "existing",
         "items": items,
         "chunks": chunks,
         "status_url": f"/jobs/{job_id}",

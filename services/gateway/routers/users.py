@@ -14,6 +14,7 @@ from shared.api.users import SectorSummary, SummaryRegeneration, UserMemoriesPag
 from shared.backpressure import Quota
 from shared.jobs import JobKind, RegenerateSummary
 from shared.memory import summaries
+from shared.model.statuses import JobStatus
 from shared.storage import jobs as job_store
 from shared.storage import memories as memory_store
 from shared.storage import user_summaries as summary_store
@@ -67,7 +68,7 @@ def regenerate_summary(
     return SummaryRegeneration(
         user_id=tenant,
         job_id=job_id,
-        status="queued" if waiting is None else "existing",
+        status=JobStatus.QUEUED if waiting is None else "existing",
         status_url=f"/jobs/{job_id}",
         summary=stored["summary"] if stored else None,
         reflection_count=stored["reflection_count"] if stored else None,

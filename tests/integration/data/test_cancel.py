@@ -13,6 +13,7 @@ from shared.data.cancel import cancel_job
 from shared.errors import Conflict, NotFound
 from shared.jobs import ChunkSpec
 from shared.memory.chunks import store_chunk
+from shared.model.statuses import JobStatus
 from shared.storage import cancels, leases
 from shared.storage import jobs as job_store
 from tests.integration.helpers import item, memory_count
@@ -68,11 +69,11 @@ def test_a_chunk_in_its_transaction_when_the_cancel_lands_rolls_back_whole(db, e
         engine.store(worker, prepared, settle=False)
         cancelled = cancel_job(db, job_id, tenant)  # another connection: the chunk's row is held, so skipped
         assert cancelled["cancelled_chunks"] == 1
-        assert job_store.complete_chunk(worker, job_id, 0, done=4, result={}) == job_store.CANCELLED
+        assert job_store.complete_chunk(worker, job_id, 0, done=4, result={}) == JobStatus.CANCELLED
         worker.rollback()
     assert memory_count(db, tenant) == 0
     with db.session() as s:
-        assert store_chunk(engine, s, job_id, 0) == job_store.CANCELLED  # its message, redelivered: it closes it
+        assert store_chunk(engine, s, job_id, 0) == JobStatus.CANCELLED  # its message, redelivered: it closes it
     assert _chunk_statuses(db, job_id) == ["cancelled", "cancelled"]
 
 
