@@ -12,13 +12,14 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.api.common import SECTORS
-from shared.api.memories import MemoryCreate
+from shared.api.common import SECTORS, TagsAndMetadata
+from shared.api.memories import MemoryCreate, memory_text
 
 
 class Queue(StrEnum):
@@ -279,34 +280,68 @@ class Placement(BaseModel):
     chunk_index: int
 
 
-class ChunkItem(MemoryCreate):
-    """A memory as a batch or ingest job's chunk stores it: the item, plus what the planner found out.
+# The version of `ChunkItem`'s stored form. Raise it when a change would make a worker of the release before read
+# an item wrong (a field renamed, a meaning changed); a field that may be absent needs no new version.
+CHUNK_ITEM_VERSION = 1
 
-    Stored in `job_chunks.items` under the aliases (the underscore keys), which the workers read back."""
+
+class ChunkItem(TagsAndMetadata):
+    """A memory as a batch or ingest job's chunk stores it: the fields of the item the write path reads, plus what
+    the planner found out.
+
+    Its own schema, not the API's `MemoryCreate`: work in flight is read by the workers as it was planned, whatever
+    the API has gained or lost since (`CHUNK_ITEM_VERSION`, stored as `_v`; an item without one is of version 1).
+    Stored in `job_chunks.items` under the aliases (the underscore keys), which the workers read back; validated
+    there again (the text a memory can hold, the tags' and metadata's limits), so a chunk that cannot be a memory
+    fails with its job."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    version: int = Field(default=CHUNK_ITEM_VERSION, alias="_v")
+    content: str = Field(min_length=1)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    salience: float | None = Field(default=None, ge=0.0, le=1.0)
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    occurred_at: datetime | None = None
     classified: Classified | None = Field(default=None, alias="_classified")
     position: int | None = Field(default=None, alias="_position")  # its place in a `sequence` batch
     index: int | None = Field(default=None, alias="_index")  # its place in the batch's items (for its result)
     context: str | None = Field(default=None, alias="_context")  # the turns it follows, to embed it after them
     placement: Placement | None = Field(default=None, alias="_document")
 
+    _content = field_validator("content")(lambda cls, value: memory_text(value))
+
+    @field_validator("version")
+    @classmethod
+    def _known(cls, value: int) -> int:
+        if value > CHUNK_ITEM_VERSION:
+            raise ValueError(
+                f"a chunk item of version {value}, newer than this worker reads ({CHUNK_ITEM_VERSION}): run the "
+                "workers of the gateway's release"
+            )
+        return value
+
     def stored(self) -> dict[str, Any]:
         """The item as a chunk's JSON holds it."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"user_id"})
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @classmethod
     def store(cls, item: MemoryCreate, **planned: Any) -> dict[str, Any]:
         """What `ChunkItem(**item, **planned).stored()` gives, for an item already validated, without validating it
-        again (a batch plans tens of thousands): `planned` names this model's own fields (`classified`, ...)."""
-        raw = item.model_dump(mode="json", exclude_none=True, exclude={"user_id"})
+        again (a batch plans tens of thousands): `planned` names this model's own fields (`classified`, ...). Of the
+        API's item only the fields this schema has are kept."""
+        raw = {"_v": CHUNK_ITEM_VERSION, **item.model_dump(mode="json", include=_ITEM_FIELDS, exclude_none=True)}
         for name, value in planned.items():
             if value is not None:
                 raw[cls.model_fields[name].alias or name] = (
                     value.model_dump(mode="json") if isinstance(value, BaseModel) else value
                 )
         return raw
+
+
+# the fields a chunk item takes from the API's item
+_ITEM_FIELDS = {"content", "tags", "metadata", "salience", "confidence", "occurred_at"}
 
 
 class ReembedItem(BaseModel):

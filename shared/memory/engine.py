@@ -24,6 +24,7 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import EmbedCall, embed_timed
 from shared.embedding.cost import token_counts
 from shared.errors import Conflict, NotFound
+from shared.jobs import ChunkItem
 from shared.memory import sectors as sector_rules
 from shared.memory.sectors import group_sectors
 from shared.memory.sequence import conversation_key
@@ -97,7 +98,7 @@ class MemoryEngine:
 
     def prepare(
         self,
-        items: Sequence[MemoryCreate],
+        items: Sequence[MemoryCreate | ChunkItem],
         user_id: str,
         classified: Sequence[ChunkClassification | None] | None = None,
         contexts: Sequence[str] | None = None,

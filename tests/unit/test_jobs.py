@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from shared.api.memories import BatchRequest, MemoryCreate
+from shared.api.memories import BatchRequest, MemoryAdd, MemoryCreate
 from shared.errors import InvalidInput
 from shared.jobs import (
+    CHUNK_ITEM_VERSION,
     DEFAULT_QUEUE,
     ChunkItem,
     Classified,
@@ -133,3 +134,23 @@ def test_a_batch_is_planned_item_by_item_and_the_first_item_over_a_limit_is_name
     too_long = BatchRequest(items=[{"content": "short"}, {"content": "far too long for it"}])
     with pytest.raises(InvalidInput, match=r"items\[1\] is 19 characters; the limit is 10"):
         plan_batch(too_long, limits=InputLimits(max_content_chars=10), context=SequenceContext(), chunk_size=10)
+
+
+def test_a_chunk_item_has_a_schema_of_its_own_not_the_apis():
+    # what the release before stored (no version): read as version 1
+    before = {"content": "Chapter one", "tags": ["t"], "metadata": {"a": 1}, "confidence": 1.0, "_index": 3}
+    read = ChunkItem.model_validate(before)
+    assert (read.version, read.content, read.tags, read.index) == (CHUNK_ITEM_VERSION, "Chapter one", ["t"], 3)
+    # a field of the API's item that the stored form does not have stays out of it
+    follows = uuid.UUID(int=7)
+    stored = ChunkItem.store(MemoryAdd(content="next turn", follows=follows))
+    assert "follows" not in stored and stored["_v"] == CHUNK_ITEM_VERSION
+    assert ChunkItem.model_validate(stored).content == "next turn"
+    # an item planned by a newer release is refused with what to do, not misread
+    with pytest.raises(ValidationError, match="newer than this worker reads"):
+        ChunkItem.model_validate({**before, "_v": CHUNK_ITEM_VERSION + 1})
+    # and the worker still checks what a memory can hold
+    with pytest.raises(ValidationError):
+        ChunkItem.model_validate({"content": "   "})
+    with pytest.raises(ValidationError):
+        ChunkItem.model_validate({"content": "x", "sneaky": 1})
