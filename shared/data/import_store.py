@@ -48,7 +48,7 @@ def store_chunk(
     engine: MemoryEngine, session: Session, job_id: uuid.UUID, seq: int, owner: str | None = None
 ) -> ChunkOutcome | None:
     """Store one chunk of an import job (`owner`: this worker's lease on it); None when there was nothing to do."""
-    chunk = job_store.claim_chunk(session, job_id, seq, owner)
+    chunk = job_store.lock_chunk(session, job_id, seq, owner)
     if chunk is None:
         return None
     job = job_store.get_job(session, job_id)

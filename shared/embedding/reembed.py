@@ -105,7 +105,7 @@ def process_chunk(
     `embedder_for` builds (or reuses) the provider of a target model. `contexts_of(user_id, ids)`: what each
     memory follows in its sequence, so a memory embedded after its previous turns is again.
     """
-    chunk = job_store.claim_chunk(session, job_id, seq, owner)
+    chunk = job_store.lock_chunk(session, job_id, seq, owner)
     if chunk is None:
         return None
     job = job_store.get_job(session, job_id)

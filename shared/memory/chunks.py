@@ -46,7 +46,7 @@ def store_chunk(
     the fresh tier, searched at once and merged into the index in the background.
     """
     began = time.perf_counter()
-    chunk = job_store.claim_chunk(session, job_id, seq, owner)
+    chunk = job_store.lock_chunk(session, job_id, seq, owner)
     if chunk is None:
         return None
     job = job_store.get_job(session, job_id)

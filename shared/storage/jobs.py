@@ -118,8 +118,10 @@ def pending_chunks(session: Session, job_id: uuid.UUID) -> list[ChunkRef]:
     return [ChunkRef(r.job_id, r.seq, r.sector) for r in rows]
 
 
-def claim_chunk(session: Session, job_id: uuid.UUID, seq: int, owner: str | None = None) -> dict[str, Any] | None:
-    """Lock a pending chunk for this transaction; None when it is done, failed or held by another worker.
+def lock_chunk(session: Session, job_id: uuid.UUID, seq: int, owner: str | None = None) -> dict[str, Any] | None:
+    """Lock a pending chunk for the transaction that works on it; None when it is done, failed or held by another
+    worker. Its attempt was counted before, in a transaction of its own (`leases.claim_chunk`), so that a worker
+    killed by the chunk still counts it.
 
     `owner`: the lease this worker took (`leases.claim_chunk`); if it ran out and another worker claimed the
     chunk meanwhile, the chunk is theirs."""

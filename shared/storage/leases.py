@@ -5,7 +5,7 @@ lease is free or expired, counts one attempt, and holds the lease for `ttl` seco
 sweeper's, a redelivery after the visibility timeout, the same message published twice) finds the lease held
 and leaves, counting nothing, so a backlog can never use up a healthy job's attempts.
 
-Chunks are worked on inside one transaction that locks their row (`jobs.claim_chunk`), so a live worker is
+Chunks are worked on inside one transaction that locks their row (`jobs.lock_chunk`), so a live worker is
 visible to the sweeper as that row lock; the lease only has to cover the moment between the claim and the lock.
 A job's own step (a document's extraction, which may take half an hour) holds no lock meanwhile, so its worker
 renews the lease from a `Heartbeat` thread. When a worker dies, its lock goes with its connection and its lease

@@ -64,7 +64,7 @@ def test_a_cancelled_job_stores_none_of_its_remaining_chunks(db, engine, tenant)
 def test_a_chunk_in_its_transaction_when_the_cancel_lands_rolls_back_whole(db, engine, tenant):
     job_id = _job(db, tenant, chunks=2)
     with db.session() as worker:  # the worker has claimed its chunk and stored its memories, not yet its progress
-        assert job_store.claim_chunk(worker, job_id, 0) is not None
+        assert job_store.lock_chunk(worker, job_id, 0) is not None
         prepared, _ = engine.prepare([_create(f"in flight {i}") for i in range(4)], tenant)
         engine.store(worker, prepared, settle=False)
         cancelled = cancel_job(db, job_id, tenant)  # another connection: the chunk's row is held, so skipped
@@ -81,7 +81,7 @@ def test_a_cancel_waits_for_a_chunk_that_got_to_the_job_first_and_counts_it(db, 
     job_id = _job(db, tenant, chunks=2)
     answer: dict = {}
     with db.session() as worker:
-        assert job_store.claim_chunk(worker, job_id, 0) is not None
+        assert job_store.lock_chunk(worker, job_id, 0) is not None
         prepared, _ = engine.prepare([_create(f"first in {i}") for i in range(3)], tenant)
         engine.store(worker, prepared, settle=False)
         assert job_store.complete_chunk(worker, job_id, 0, done=3, result={}) == "running"  # holds the job row
@@ -116,7 +116,7 @@ def test_the_sweeper_resends_nothing_of_a_cancelled_job_and_closes_what_a_dead_w
             text("UPDATE job_chunks SET enqueued_at = now() - interval '1 hour' WHERE job_id = :j"), {"j": job_id}
         )
     with db.session() as worker:  # the worker holds chunk 0's row while the cancel lands (it is skipped)...
-        assert job_store.claim_chunk(worker, job_id, 0, "dead-worker") is not None
+        assert job_store.lock_chunk(worker, job_id, 0, "dead-worker") is not None
         assert cancel_job(db, job_id, tenant)["cancelled_chunks"] == 1
         worker.rollback()  # ...and dies before it looks at its job again: chunk 0 stays pending
     time.sleep(2.5)  # the dead worker's lease runs out

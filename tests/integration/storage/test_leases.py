@@ -71,7 +71,7 @@ def test_the_claim_counts_the_attempt_and_a_duplicate_counts_nothing(db, tenant)
 def test_a_chunk_being_worked_on_turns_a_claim_away_without_waiting(db, tenant):
     job_id = _job(db, tenant)
     with db.session() as holder:
-        assert job_store.claim_chunk(holder, job_id, 0) is not None  # the worker's transaction holds the row
+        assert job_store.lock_chunk(holder, job_id, 0) is not None  # the worker's transaction holds the row
         started = time.monotonic()
         with db.session() as s:
             assert leases.claim_chunk(s, job_id, 0, owner="dup", ttl=30) == leases.ChunkClaim()
@@ -88,8 +88,8 @@ def test_an_expired_lease_is_claimed_again_with_the_next_attempt(db, tenant):
     with db.session() as s:
         assert leases.claim_chunk(s, job_id, 0, owner="next", ttl=30).attempts == 2
     with db.session() as s:  # the chunk is the new owner's: the dead worker's late transaction finds nothing
-        assert job_store.claim_chunk(s, job_id, 0, owner="dead") is None
-        assert job_store.claim_chunk(s, job_id, 0, owner="next") is not None
+        assert job_store.lock_chunk(s, job_id, 0, owner="dead") is None
+        assert job_store.lock_chunk(s, job_id, 0, owner="next") is not None
 
 
 def test_the_sweeper_resends_dead_workers_chunks_at_once_and_lost_messages_after_the_stall(db, tenant):
