@@ -1,55 +1,65 @@
-"""A job's, chunk's, document's or decay run's status is written with the enums of `shared.model.statuses`, never
-as a string literal, outside the vocabulary itself and the API schemas (whose `Literal` types are the API's words)."""
+"""A job's, chunk's, document's or decay run's status, and a job's kind, are written with their enums
+(`shared.model.statuses`, `shared.jobs.JobKind`), never as string literals, outside the vocabularies themselves and
+the API schemas (whose `Literal` types are the API's words)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+from shared.jobs import JobKind
 from shared.model.statuses import ChunkStatus, DocumentStatus, JobStatus, RunStatus
 
 ROOT = Path(__file__).resolve().parents[2]
-WORDS = {str(s) for enum in (JobStatus, ChunkStatus, DocumentStatus, RunStatus) for s in enum}
-EXEMPT = ("shared/model/", "shared/api/")
+STATUSES = {str(s) for enum in (JobStatus, ChunkStatus, DocumentStatus, RunStatus) for s in enum}
+KINDS = {str(kind) for kind in JobKind}
+EXEMPT = ("shared/model/", "shared/api/", "shared/jobs.py")
 MARKER = "# API words"  # a line that fills an API schema's `Literal` (mypy takes no enum member for it)
 
 
-def _is_status(node: ast.AST) -> bool:
-    """`status`, `x.status`, `x["status"]`."""
+VOCABULARIES = {"status": STATUSES, "kind": KINDS}  # a name, attribute or key -> the words it takes
+
+
+def _named(node: ast.AST) -> str | None:
+    """`status` for `status`, `x.status` and `x["status"]` (and so for `kind`)."""
     if isinstance(node, ast.Name):
-        return node.id == "status"
-    if isinstance(node, ast.Attribute):
-        return node.attr == "status"
-    if isinstance(node, ast.Subscript):
-        return isinstance(node.slice, ast.Constant) and node.slice.value == "status"
-    return False
+        name = node.id
+    elif isinstance(node, ast.Attribute):
+        name = node.attr
+    elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        name = node.slice.value
+    else:
+        return None
+    return name if name in VOCABULARIES else None
 
 
-def _literals(node: ast.AST | None) -> list[str]:
-    """The status words `node` spells as literals: a string, a tuple, list or set of them, either arm of an `if`."""
+def _literals(node: ast.AST | None, words: set[str]) -> list[str]:
+    """The `words` `node` spells as literals: a string, a tuple, list or set of them, either arm of an `if`."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [node.value] if node.value in WORDS else []
+        return [node.value] if node.value in words else []
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return [word for element in node.elts for word in _literals(element)]
+        return [word for element in node.elts for word in _literals(element, words)]
     if isinstance(node, ast.IfExp):
-        return _literals(node.body) + _literals(node.orelse)
+        return _literals(node.body, words) + _literals(node.orelse, words)
     return []
 
 
 def status_literals(source: str) -> list[tuple[int, str]]:
-    """(line, word) of each status written as a literal: compared with a status, given as `status=`, or set under
-    a `"status"` key."""
+    """(line, word) of each status or kind written as a literal: compared with one, given as `status=` or `kind=`,
+    or set under a `"status"` or `"kind"` key."""
     found: list[tuple[int, str]] = []
     marked = {n for n, line in enumerate(source.splitlines(), start=1) if MARKER in line}
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare) and any(_is_status(side) for side in (node.left, *node.comparators)):
-            found += [(node.lineno, w) for side in (node.left, *node.comparators) for w in _literals(side)]
-        elif isinstance(node, ast.keyword) and node.arg == "status":
-            found += [(node.value.lineno, w) for w in _literals(node.value)]
+        if isinstance(node, ast.Compare):
+            sides = (node.left, *node.comparators)
+            for name in {_named(side) for side in sides} - {None}:
+                found += [(node.lineno, w) for side in sides for w in _literals(side, VOCABULARIES[str(name)])]
+        elif isinstance(node, ast.keyword) and node.arg in VOCABULARIES:
+            found += [(node.value.lineno, w) for w in _literals(node.value, VOCABULARIES[node.arg])]
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
-                if isinstance(key, ast.Constant) and key.value == "status":
-                    found += [(value.lineno, w) for w in _literals(value)]
+                if isinstance(key, ast.Constant) and key.value in VOCABULARIES:
+                    found += [(value.lineno, w) for w in _literals(value, VOCABULARIES[key.value])]
     return [(line, word) for line, word in found if line not in marked]
 
 
@@ -61,10 +71,13 @@ finish(job_id, status="failed" if broken else "succeeded")
 row = {"status": "cancelled", "phase": "done"}
 note = {"phase": "queued"}  # a phase, not a status
 accepted(status="queued")  # API words
+if job["kind"] == "batch" or kind in ("ingest",): pass
 """
     assert sorted(w for _, w in status_literals(source)) == [
+        "batch",
         "cancelled",
         "failed",
+        "ingest",
         "queued",
         "running",
         "succeeded",
@@ -72,7 +85,7 @@ accepted(status="queued")  # API words
     ]
 
 
-def test_no_status_is_a_string_literal_outside_the_vocabulary():
+def test_no_status_or_kind_is_a_string_literal_outside_the_vocabulary():
     offenders = []
     for top in ("shared", "services", "workers"):
         for path in sorted((ROOT / top).rglob("*.py")):
@@ -80,4 +93,4 @@ def test_no_status_is_a_string_literal_outside_the_vocabulary():
             if relative.startswith(EXEMPT):
                 continue
             offenders += [f"{relative}:{line}: {word!r}" for line, word in status_literals(path.read_text())]
-    assert offenders == [], "use shared.model.statuses' enums:\n" + "\n".join(offenders)
+    assert offenders == [], "use shared.model.statuses' enums, or JobKind:\n" + "\n".join(offenders)

@@ -15,8 +15,8 @@ from starlette.concurrency import run_in_threadpool
 
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep
+from services.gateway.job_views import job_public
 from services.gateway.responses import ClosingStream
-from services.gateway.routers.system import job_public
 from services.gateway.state import GatewayState
 from shared.api.common import UserId
 from shared.api.data import EraseAccepted, EraseRequest, ImportAccepted, LineRekeyed, LineSkipped

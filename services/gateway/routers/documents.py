@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from services.gateway.deps import PrincipalDep, WorkDep
-from services.gateway.routers.system import job_public
+from services.gateway.job_views import job_public
 from shared.api.common import MAX_OFFSET, UserId
 from shared.api.ingest import DocumentDetail, DocumentMemory, DocumentPage, DocumentPublic
 from shared.errors import NotFound

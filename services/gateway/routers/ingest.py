@@ -27,7 +27,7 @@ from starlette.datastructures import UploadFile
 
 from services.gateway import metrics
 from services.gateway.deps import PrincipalDep, StateDep
-from services.gateway.routers.system import job_public
+from services.gateway.job_views import job_public
 from services.gateway.state import GatewayState, UnitOfWork
 from shared.api.common import USER_ID_PATTERN
 from shared.api.ingest import IngestAccepted, IngestOptions, IngestRequest, IngestUrlRequest, form_params

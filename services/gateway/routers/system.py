@@ -11,9 +11,9 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
-from sqlalchemy.orm import Session
 
 from services.gateway.deps import CallerDep, PrincipalDep, StateDep, WorkDep, require_operator
+from services.gateway.job_views import job_public
 from shared import __version__
 from shared.api.common import UserId
 from shared.api.jobs import JobPublic
@@ -21,7 +21,6 @@ from shared.errors import NotFound, public_message
 from shared.jobs import ALL_QUEUES
 from shared.memory import sectors as sector_rules
 from shared.retrieval import stats as retrieval_stats
-from shared.storage import jobs as job_store
 from shared.storage import memories as memory_store
 from shared.storage import vectors as vector_store
 from shared.storage.sector_models import StoreModel, of
@@ -143,35 +142,6 @@ def get_job(job_id: uuid.UUID, work: WorkDep, principal: PrincipalDep, user_id: 
     if job is None:
         raise NotFound(f"job {job_id} not found for user_id {tenant or principal.default_user_id!r}")
     return job
-
-
-DEDUPLICATED_SHOWN = 1_000  # a batch's items that an earlier memory held, listed in its job (all are counted)
-
-
-def job_public(session: Session, job_id: uuid.UUID, tenant: str | None) -> JobPublic | None:
-    """A job as the API shows it (its chunks' counters added to its result); None if not the tenant's."""
-    job = job_store.get_job(session, job_id, tenant)
-    if job is None:
-        return None
-    totals: dict[str, Any] = {**job_store.chunk_totals(session, job_id)}
-    if job["kind"] == "batch":
-        pairs, count = job_store.chunk_pairs(session, job_id, "deduplicated", DEDUPLICATED_SHOWN)
-        if count:
-            totals["deduplicated"] = [{"index": index, "id": memory_id} for index, memory_id in pairs]
-            totals["deduplicated_truncated"] = count > len(pairs)
-    return JobPublic(
-        id=job["id"],
-        kind=job["kind"],
-        status=job["status"],
-        progress={"done": job["progress_done"], "total": job["progress_total"]},
-        attempts=job["attempts"],
-        error=job["error"],
-        result=job["result"] | totals,
-        created_at=job["created_at"],
-        updated_at=job["updated_at"],
-        started_at=job["started_at"],
-        finished_at=job["finished_at"],
-    )
 
 
 # The operator's: metrics describe every tenant's traffic, and the API description maps the attack surface.
