@@ -16,10 +16,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shared.api.common import SECTORS, TagsAndMetadata
-from shared.api.memories import MemoryCreate, memory_text
+from shared.api.common import SECTORS, Real, TagsAndMetadata, assume_utc
+from shared.api.memories import MemoryCreate, memory_text, occurred_from_metadata
 
 
 class Queue(StrEnum):
@@ -301,8 +301,8 @@ class ChunkItem(TagsAndMetadata):
     content: str = Field(min_length=1)
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    salience: float | None = Field(default=None, ge=0.0, le=1.0)
-    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    salience: Real | None = Field(default=None, ge=0.0, le=1.0)
+    confidence: Real = Field(default=1.0, ge=0.0, le=1.0)
     occurred_at: datetime | None = None
     classified: Classified | None = Field(default=None, alias="_classified")
     position: int | None = Field(default=None, alias="_position")  # its place in a `sequence` batch
@@ -311,6 +311,14 @@ class ChunkItem(TagsAndMetadata):
     placement: Placement | None = Field(default=None, alias="_document")
 
     _content = field_validator("content")(lambda cls, value: memory_text(value))
+    _aware = field_validator("occurred_at")(lambda cls, value: assume_utc(value))
+
+    @model_validator(mode="after")
+    def _occurred_from_metadata(self) -> Self:
+        """As the API's item: a document's chunk carries its request's metadata, whose `timestamp` dates it."""
+        if self.occurred_at is None and self.metadata:
+            self.occurred_at = occurred_from_metadata(self.metadata)
+        return self
 
     @field_validator("version")
     @classmethod

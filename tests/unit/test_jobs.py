@@ -154,3 +154,11 @@ def test_a_chunk_item_has_a_schema_of_its_own_not_the_apis():
         ChunkItem.model_validate({"content": "   "})
     with pytest.raises(ValidationError):
         ChunkItem.model_validate({"content": "x", "sneaky": 1})
+
+
+def test_a_document_chunk_dated_by_its_metadata_reads_back_dated():
+    # a document's chunks are planned without validation (model_construct) and carry the request's metadata: the
+    # worker dates them by its `timestamp`, as the API's item would be
+    planned = ChunkItem.model_construct(content="Minutes", metadata={"timestamp": "2023-05-08T10:00:00Z"}).stored()
+    assert "occurred_at" not in planned
+    assert ChunkItem.model_validate(planned).occurred_at == datetime(2023, 5, 8, 10, tzinfo=UTC)
