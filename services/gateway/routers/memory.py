@@ -30,15 +30,13 @@ from shared.api.memories import (
     MemoryUpdate,
     ReinforceRequest,
 )
-from shared.backpressure import Quota, specs_cost
+from shared.backpressure import Quota
 from shared.embedding.cost import windows
 from shared.errors import InvalidInput, NotFound
-from shared.jobs import JobKind, StoreChunk
+from shared.jobs import JobKind
 from shared.memory import sectors as sector_rules
-from shared.memory.batches import plan_batch
+from shared.memory.submit import submit_batch
 from shared.model.statuses import JobStatus
-from shared.storage import backlog, job_lookups
-from shared.storage import jobs as job_store
 from shared.storage import memories as memory_store
 from shared.storage import versions as version_store
 from shared.storage import waypoints as waypoint_store
@@ -68,47 +66,24 @@ def add_batch(
 ) -> dict[str, Any]:
     """Store many memories through the sector queues: returns a job id at once; poll GET /jobs/{id}. The same batch
     sent again with its `idempotency_key` gets the same job ("existing"), also while the first is being written."""
-    settings = state.settings
     user_id = principal.tenant(body.user_id)
     for item in body.items:  # an item may not write into another tenant
         if item.user_id is not None:
             principal.tenant(item.user_id, user_id)
-    request_hash = body.request_hash() if body.idempotency_key else None
-    if body.idempotency_key:  # a retry of a batch already stored: its job, without planning (or charging) it again
-        with state.db.reading(user_id) as session:
-            existing = job_lookups.idempotent_job(
-                session,
-                user_id=user_id,
-                kind=JobKind.BATCH,
-                idempotency_key=body.idempotency_key,
-                request_hash=request_hash,
-            )
-        if existing is not None:
-            return _batch_answer(response, existing, len(body.items), None)
-    tokens = state.engine.tokens([item.content for item in body.items])
-    chunks = plan_batch(
-        body, limits=settings.limits, context=settings.context, chunk_size=settings.chunk_size, tokens=tokens
-    )
-    job_id, created = job_store.create_job(
+    submitted = submit_batch(
         work.session,
-        user_id=user_id,
-        kind=JobKind.BATCH,
-        total=len(body.items),
-        params={"items": len(body.items), "chunks": len(chunks), "sequence": body.sequence},
-        idempotency_key=body.idempotency_key,
-        request_hash=request_hash,
-        wait_ms=settings.database_limits.gateway.statement_ms or None,
+        user_id,
+        body,
+        settings=state.settings,
+        tokens_of=state.engine.tokens,
+        charge=lambda tokens: state.limiter.charge(user_id, Quota.WRITES, sum(windows(n) for n in tokens)),
+        reading=lambda: state.db.reading(user_id),
     )
-    if created:  # sent after the commit; a lost message is re-sent by the sweeper
-        # charged once made: a 429 here rolls the job back, and an identical batch sent meanwhile costs nothing
-        state.limiter.charge(user_id, Quota.WRITES, sum(windows(n) for n in tokens))
-        priority = backlog.priority_of(work.session, user_id, specs_cost(chunks), fair=settings.fair_queues)
-        job_store.add_chunks(work.session, job_id, chunks, priority=priority)
-        work.enqueue(
-            *(StoreChunk(job_id=job_id, seq=c.seq, sector=c.sector, user_id=user_id, priority=priority) for c in chunks)
-        )
+    if submitted.chunks is not None:  # sent after the commit; a lost message is re-sent by the sweeper
+        work.enqueue(*submitted.messages)
         metrics.JOBS_ENQUEUED.labels(kind=JobKind.BATCH).inc()
-    return _batch_answer(response, job_id, len(body.items), len(chunks) if created else None)
+    chunks = len(submitted.chunks) if submitted.chunks is not None else None
+    return _batch_answer(response, submitted.job_id, len(body.items), chunks)
 
 
 def _batch_answer(response: Response, job_id: uuid.UUID, items: int, chunks: int | None) -> dict[str, Any]:
