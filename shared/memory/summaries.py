@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from shared.db import Database
 from shared.errors import public_message
+from shared.jobs import JobKind, RegenerateSummary
 from shared.memory.digest import MemoryLine, SummaryParams, summarize
 from shared.model.statuses import JobStatus
 from shared.storage import jobs as job_store
@@ -25,6 +26,31 @@ from shared.storage import memories as memory_store
 from shared.storage import user_summaries as summary_store
 
 log = logging.getLogger("mnemoflow.summaries")
+
+
+@dataclass(frozen=True)
+class Regenerating:
+    """A summary's regeneration asked for: its job, the message that starts it (None: one was already waiting, and
+    it is that job), and the summary as it is stored now (None: never built)."""
+
+    job_id: uuid.UUID
+    message: RegenerateSummary | None
+    stored: dict[str, Any] | None
+
+
+def request_regeneration(session: Session, user_id: str) -> Regenerating:
+    """A job that rebuilds the tenant's summary, unless one still waits (then that one); the caller sends
+    `message` after its commit."""
+    waiting = job_store.open_job_of(session, user_id, JobKind.SUMMARY)
+    message = None
+    if waiting is None:
+        job_id, _ = job_store.create_job(
+            session, user_id=user_id, kind=JobKind.SUMMARY, total=1, params={}, idempotency_key=None
+        )
+        message = RegenerateSummary(job_id=job_id, user_id=user_id)
+    else:
+        job_id = waiting["id"]
+    return Regenerating(job_id, message, summary_store.get_summary(session, user_id))
 
 
 def build(session: Session, user_id: str, params: SummaryParams) -> dict[str, Any]:

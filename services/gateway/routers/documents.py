@@ -11,8 +11,7 @@ from services.gateway.deps import PrincipalDep, WorkDep
 from services.gateway.job_views import job_public
 from shared.api.common import MAX_OFFSET, UserId
 from shared.api.ingest import DocumentDetail, DocumentMemory, DocumentPage, DocumentPublic
-from shared.errors import NotFound
-from shared.storage import documents as document_store
+from shared.ingest import listing
 
 router = APIRouter(prefix="/documents", tags=["documents"])
 DocumentStatus = Literal["queued", "extracting", "embedding", "done", "failed", "duplicate", "cancelled"]
@@ -29,7 +28,7 @@ def list_documents(
 ) -> DocumentPage:
     """The tenant's documents, newest first, optionally of one status."""
     tenant = principal.tenant(user_id)
-    rows, total = document_store.list_documents(work.session, tenant, offset=offset, limit=limit, status=status)
+    rows, total = listing.documents_page(work.session, tenant, offset=offset, limit=limit, status=status)
     return DocumentPage(items=[DocumentPublic.of(r) for r in rows], total=total, offset=offset, limit=limit)
 
 
@@ -44,10 +43,7 @@ def get_document(
 ) -> DocumentDetail:
     """One document: status, source, format, chunk count, error, metadata, its job and its memories in order."""
     tenant = principal.tenant(user_id)
-    row = document_store.get_document(work.session, document_id, tenant)
-    if row is None:
-        raise NotFound(f"document {document_id} not found for user_id {tenant!r}")
-    memories, total = document_store.document_memories(work.session, tenant, document_id, offset=offset, limit=limit)
+    row, memories, total = listing.document_with_memories(work.session, tenant, document_id, offset=offset, limit=limit)
     job = job_public(work.session, row["job_id"], tenant) if row["job_id"] else None
     return DocumentDetail(
         **DocumentPublic.of(row).model_dump(),

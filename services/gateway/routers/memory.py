@@ -34,13 +34,10 @@ from shared.backpressure import Quota
 from shared.embedding.cost import windows
 from shared.errors import InvalidInput, NotFound
 from shared.jobs import JobKind
+from shared.memory import records
 from shared.memory import sectors as sector_rules
 from shared.memory.submit import submit_batch
 from shared.model.statuses import JobStatus
-from shared.storage import memories as memory_store
-from shared.storage import versions as version_store
-from shared.storage import waypoints as waypoint_store
-from shared.storage.rows import MemoryFilter
 
 router = APIRouter(prefix="/memory", tags=["memory"])
 When = Annotated[datetime | None, AfterValidator(assume_utc)]  # a time in a query: UTC if it has no zone
@@ -106,10 +103,8 @@ def reinforce_memory(body: ReinforceRequest, state: StateDep, work: WorkDep, pri
     user_id = memory_tenant(state, principal, body.id, body.user_id)
     state.limiter.charge(user_id, Quota.WRITES)
     boost = body.boost if body.boost is not None else state.settings.reinforcement.manual_boost
-    rows = memory_store.reinforce(work.session, user_id, [body.id], boost=boost)
-    if not rows:
-        raise NotFound(f"memory {body.id} not found")
-    return {"ok": True, "id": str(body.id), "salience": rows[0]["salience"]}
+    salience = records.reinforce(work.session, user_id, body.id, boost=boost)
+    return {"ok": True, "id": str(body.id), "salience": salience}
 
 
 @router.post("/link", response_model=MemoriesLinked)
@@ -118,11 +113,7 @@ def link_memories(body: LinkCreate, state: StateDep, work: WorkDep, principal: P
     time), supersedes (the destination is marked superseded), next (reading order)."""
     user_id = principal.tenant(body.user_id)
     state.limiter.charge(user_id, Quota.WRITES)
-    linked = waypoint_store.create_link(
-        work.session, user_id, body.src_id, body.dst_id, kind=body.kind, weight=body.weight
-    )
-    if not linked:
-        raise NotFound(f"memories {body.src_id} and {body.dst_id} are not both memories of user_id {user_id!r}")
+    records.link(work.session, user_id, body.src_id, body.dst_id, kind=body.kind, weight=body.weight)
     return {
         "ok": True,
         "src_id": str(body.src_id),
@@ -146,16 +137,8 @@ def unlink_memories(
     again (unless another memory still supersedes it), in its history as `restored`."""
     tenant = principal.tenant(user_id)
     state.limiter.charge(tenant, Quota.WRITES)
-    was_superseded = kind == "supersedes" and _status(work, tenant, dst_id) == "superseded"
-    if not waypoint_store.delete_link(work.session, tenant, src_id, dst_id, kind=kind):
-        raise NotFound(f"no {kind} link from {src_id} to {dst_id} for user_id {tenant!r}")
-    restored = was_superseded and _status(work, tenant, dst_id) == "active"
+    restored = records.unlink(work.session, tenant, src_id, dst_id, kind=kind)
     return {"ok": True, "src_id": str(src_id), "dst_id": str(dst_id), "kind": kind, "restored": restored}
-
-
-def _status(work: WorkDep, tenant: str, memory_id: uuid.UUID) -> str | None:
-    row = memory_store.get_memory(work.session, tenant, memory_id)
-    return row["status"] if row else None
 
 
 @router.get("/{memory_id}/history", response_model=MemoryHistory)
@@ -165,10 +148,7 @@ def memory_history(
     """Every change to a memory, oldest first: created (with its first content), content edits (with the content
     before), superseded by / supersedes another memory, restored, a duplicate merged into it."""
     tenant = memory_tenant(state, principal, memory_id, user_id)
-    row = memory_store.get_memory(work.session, tenant, memory_id)
-    if row is None:
-        raise NotFound(f"memory {memory_id} not found for user_id {tenant!r}")
-    changes = version_store.history(work.session, tenant, memory_id)
+    row, changes = records.history(work.session, tenant, memory_id)
     edits = [c for c in changes if c.event == "content"]
     first = edits[0].content if edits else row["content"]
     created = MemoryChange(event="created", at=row["created_at"], content=first)
@@ -198,7 +178,11 @@ def list_all(
     tenant = principal.tenant(user_id)
     if sector is not None:
         _check_sector(sector)
-    where = MemoryFilter(
+    rows, total = records.memories_page(
+        work.session,
+        tenant,
+        offset=u,
+        limit=l,
         sectors=[sector] if sector else None,
         tags=tags,
         start_time=start_time,
@@ -206,7 +190,6 @@ def list_all(
         occurred_after=occurred_after,
         occurred_before=occurred_before,
     )
-    rows, total = memory_store.list_memories(work.session, tenant, offset=u, limit=l, where=where)
     return MemoryPage(items=[MemoryPublic(**r) for r in rows], total=total, offset=u, limit=l)
 
 
@@ -216,10 +199,7 @@ def get_memory(
 ):
     """A memory by id (without a `user_id` and without keys, whoever's it is)."""
     tenant = memory_tenant(state, principal, memory_id, user_id)
-    row = memory_store.get_memory(work.session, tenant, memory_id)
-    if row is None:
-        raise NotFound(f"memory {memory_id} not found for user_id {tenant!r}")
-    return MemoryPublic(**row)
+    return MemoryPublic(**records.memory_of(work.session, tenant, memory_id))
 
 
 @router.patch("/{memory_id}", response_model=MemoryPublic)

@@ -12,13 +12,9 @@ from shared.api.common import MAX_OFFSET, UserId
 from shared.api.memories import MemoryPublic
 from shared.api.users import SectorSummary, SummaryRegeneration, UserMemoriesPage, UserSummary
 from shared.backpressure import Quota
-from shared.jobs import JobKind, RegenerateSummary
-from shared.memory import summaries
+from shared.jobs import JobKind
+from shared.memory import records, summaries
 from shared.model.statuses import JobStatus
-from shared.storage import jobs as job_store
-from shared.storage import memories as memory_store
-from shared.storage import user_summaries as summary_store
-from shared.storage.rows import MemoryFilter
 
 router = APIRouter(prefix="/users", tags=["users"])
 
@@ -33,7 +29,7 @@ def user_memories(
 ) -> UserMemoriesPage:
     """The user's memories, newest first, paginated with `u` (offset) and `l` (limit)."""
     tenant = principal.tenant(user_id)
-    rows, total = memory_store.list_memories(work.session, tenant, offset=u, limit=l, where=MemoryFilter())
+    rows, total = records.memories_page(work.session, tenant, offset=u, limit=l)
     return UserMemoriesPage(user_id=tenant, items=[MemoryPublic(**r) for r in rows], total=total, offset=u, limit=l)
 
 
@@ -54,21 +50,16 @@ def regenerate_summary(
     regeneration still waiting is returned rather than another queued. The summary as it is now comes with it."""
     tenant = principal.tenant(user_id)
     state.limiter.charge(tenant, Quota.WRITES)
-    waiting = job_store.open_job_of(work.session, tenant, JobKind.SUMMARY)
-    if waiting is None:
-        job_id, _ = job_store.create_job(
-            work.session, user_id=tenant, kind=JobKind.SUMMARY, total=1, params={}, idempotency_key=None
-        )
-        work.enqueue(RegenerateSummary(job_id=job_id, user_id=tenant))  # after the commit
+    asked = summaries.request_regeneration(work.session, tenant)
+    if asked.message is not None:
+        work.enqueue(asked.message)  # after the commit
         metrics.JOBS_ENQUEUED.labels(kind=JobKind.SUMMARY).inc()
-    else:
-        job_id = waiting["id"]
-    stored = summary_store.get_summary(work.session, tenant)
+    job_id, stored = asked.job_id, asked.stored
     response.headers["Location"] = f"/jobs/{job_id}"
     return SummaryRegeneration(
         user_id=tenant,
         job_id=job_id,
-        status=JobStatus.QUEUED if waiting is None else "existing",
+        status=JobStatus.QUEUED if asked.message is not None else "existing",
         status_url=f"/jobs/{job_id}",
         summary=stored["summary"] if stored else None,
         reflection_count=stored["reflection_count"] if stored else None,
