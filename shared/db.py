@@ -11,6 +11,7 @@ import select
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import errors
 from psycopg.rows import dict_row, namedtuple_row
@@ -214,3 +215,18 @@ def read_rows(session: Session, sql: str, params: Mapping[str, Any], *, as_dicts
     with connection.cursor(row_factory=dict_row if as_dicts else namedtuple_row) as cursor:
         cursor.execute(_driver_sql(sql), params, binary=True)
         return cursor.fetchall()
+
+
+def write_rows(session: Session, sql: str, params: Any) -> list[Any]:
+    """Run a write of binary arrays (psycopg's `%b` placeholders in `sql`) on the session's own connection and
+    transaction, straight through psycopg; the rows it returns, as named tuples. A database error is raised as
+    SQLAlchemy raises it for any other statement (`sqlalchemy.exc.DBAPIError` and its kinds), so callers and the
+    workers' retries see one family of errors whichever way a statement went."""
+    connection = session.connection().connection.driver_connection
+    assert connection is not None
+    try:
+        with connection.cursor(row_factory=namedtuple_row) as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall() if cursor.description is not None else []
+    except psycopg.Error as error:
+        raise exc.DBAPIError.instance(sql, None, error, psycopg.Error) from error

@@ -57,6 +57,11 @@ def start(session: Session, user_id: str) -> tuple[dict[str, Any], bool]:
     return created, True
 
 
+def progress(session: Session, job_id: uuid.UUID) -> dict[str, Any] | None:
+    """The erasure's job as it is now (a store-wide session: erasures belong to no tenant)."""
+    return job_store.get_job(session, job_id)
+
+
 def run_step(
     store: Database, app: Database, client: redis.Redis, settings: Settings, job_id: uuid.UUID, *, budget: float
 ) -> str:

@@ -19,12 +19,12 @@ from sqlalchemy.orm import Session
 
 from shared.api.data import ExportedDocument, ExportedMemory, ExportedWaypoint, ExportEnd, ExportHeader
 from shared.data import lines
-from shared.errors import InvalidInput
+from shared.errors import Conflict, InvalidInput
 from shared.jobs import ChunkSpec, ImportChunk, JobKind
 from shared.memory.limits import InputLimits
 from shared.model.statuses import DocumentStatus, JobStatus
+from shared.storage import job_lookups, locks, transfer
 from shared.storage import jobs as job_store
-from shared.storage import transfer
 from shared.text import hash_normalized, normalize_content
 
 LINK_SECTOR = "semantic"  # the queue a waypoint chunk goes to (it embeds nothing)
@@ -37,6 +37,29 @@ MAX_LISTED = 1000  # lines listed as skipped (and as re-keyed) in an import's an
 # both re-keyed, with this same reason, so an import cannot tell which ids the store holds.
 REKEYED = "stored under an id of this tenant's own: an import keeps a line's id only where the tenant holds it"
 REKEYED_FOREIGN = "its id is another tenant's: stored under an id of this tenant's own"  # the operator's imports
+
+
+IMPORT_RETRY_SECONDS = 10  # a second import of a tenant is refused while one runs: try again after this
+
+
+def one_at_a_time(session: Session, tenant: str, *, lock: bool) -> None:
+    """Conflict (409, Retry-After) while another import of the tenant is read or its job has not ended: one tenant
+    cannot pile imports up. `lock` (the planning transaction's session): the tenant's import lock is taken too."""
+    if lock and not locks.try_hold_for_tenant(session, locks.Lock.IMPORT, tenant):
+        raise Conflict(
+            f"another import of user_id {tenant!r} is being read now: one import runs per tenant at a time; send "
+            "this file again once it has been answered",
+            retry_after=IMPORT_RETRY_SECONDS,
+        )
+    running = job_lookups.unfinished_job(session, tenant, JobKind.IMPORT)
+    if running is not None:
+        raise Conflict(
+            f"an import of user_id {tenant!r} is still running (job {running}): one import runs per tenant at a "
+            f"time; send this file again once GET /jobs/{running} says it ended (or cancel it: POST "
+            f"/jobs/{running}/cancel)",
+            details={"job_id": str(running)},
+            retry_after=IMPORT_RETRY_SECONDS,
+        )
 
 
 def alias(tenant: str, exported_id: uuid.UUID) -> uuid.UUID:

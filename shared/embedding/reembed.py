@@ -26,12 +26,13 @@ from shared.embedding import EmbeddingProvider
 from shared.embedding.calls import embed_timed
 from shared.errors import Conflict
 from shared.jobs import ChunkSpec, JobKind, ReembedItem, plan_chunks
+from shared.model.embedders import StoreModel
 from shared.model.statuses import OPEN_JOB, JobStatus
 from shared.storage import embed_logs as embed_log_store
 from shared.storage import jobs as job_store
 from shared.storage import reembed as reembed_store
 from shared.storage.rows import SectorVector
-from shared.storage.sector_models import StoreModel, current_models, lock_for_switch, switch_models
+from shared.storage.sector_models import current_models, lock_for_switch, switch_models
 from shared.text import normalize_content
 
 SYSTEM_TENANT = "_system"  # store-wide jobs belong to no tenant
@@ -44,6 +45,11 @@ def targets_of(job: dict[str, Any]) -> dict[str, StoreModel]:
         sector: StoreModel(raw["provider"], raw["model"], int(raw["dim"]))
         for sector, raw in job["params"]["targets"].items()
     }
+
+
+def store_models(session: Session) -> dict[str, StoreModel]:
+    """The model each sector's vectors are made by now."""
+    return current_models(session)
 
 
 def start_job(session: Session, targets: Mapping[str, StoreModel], *, chunk_size: int) -> uuid.UUID:

@@ -21,10 +21,14 @@ from shared.errors import Conflict, InvalidInput, RateLimited, UnsupportedMedia,
 from shared.ingest import Format, Kind, check_declared, check_url, extras
 from shared.ingest.formats import SUPPORTED
 from shared.ingest.params import IngestParams
-from shared.jobs import JobKind
+from shared.jobs import IngestDocument, JobKind
 from shared.model.statuses import DocumentStatus
+from shared.storage import backlog
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
+
+# the size an upload is read in, as its staging keeps it (re-exported for the route that reads it)
+from shared.storage.documents import UPLOAD_PART_BYTES as UPLOAD_PART_BYTES
 
 MAX_URL_CHARS = 2048
 BACKLOG_RETRY_SECONDS = 5  # Retry-After when the tenant's backlog is full: a few documents' parsing
@@ -237,3 +241,12 @@ def check_backlog(session: Session, user_id: str, max_queued: int) -> None:
             },
             retry_after=BACKLOG_RETRY_SECONDS,
         )
+
+
+def ingest_message(session: Session, user_id: str, accepted: Accepted, *, fair: bool) -> IngestDocument | None:
+    """The message that starts an accepted document's job (None when the document was already known), at the
+    priority of its tenant's open work (this document's job, written, counted in it)."""
+    if accepted.status == "existing" or accepted.job_id is None:
+        return None
+    priority = backlog.priority_of(session, user_id, 0, fair=fair)
+    return IngestDocument(job_id=accepted.job_id, user_id=user_id, priority=priority)

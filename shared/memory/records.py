@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from shared.errors import NotFound
 from shared.storage import memories as memory_store
+from shared.storage import vectors as vector_store
 from shared.storage import versions as version_store
 from shared.storage import waypoints as waypoint_store
 from shared.storage.rows import MemoryFilter
@@ -85,3 +86,11 @@ def unlink(session: Session, tenant: str, src_id: uuid.UUID, dst_id: uuid.UUID, 
     if not waypoint_store.delete_link(session, tenant, src_id, dst_id, kind=kind):
         raise NotFound(f"no {kind} link from {src_id} to {dst_id} for user_id {tenant!r}")
     return was_superseded and status_of(session, tenant, dst_id) == "active"
+
+
+def sector_overview(session: Session, tenant: str) -> tuple[dict[str, dict[str, Any]], int, dict[str, Any]]:
+    """The tenant's count and mean salience per sector (sectors it has), its vectors waiting for the index (the
+    fresh tier), and its memories by tier and by compression."""
+    stats = {row["sector"]: row for row in memory_store.sector_stats(session, tenant)}
+    fresh = sum(vector_store.fresh_by_sector(session, tenant).values())
+    return stats, fresh, memory_store.lifecycle_stats(session, tenant)

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from psycopg.rows import namedtuple_row
 from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.db import write_rows
 from shared.storage.rows import (
     MEMORY_COLUMNS,
     MemoryFilter,
@@ -140,11 +140,7 @@ def _insert_rows(session: Session, memories: Sequence[NewMemory]) -> list[Any]:
         "occurred_at": [m.occurred_at for m in memories],
         **bounds,
     }
-    raw = session.connection().connection.driver_connection
-    assert raw is not None
-    with raw.cursor(row_factory=namedtuple_row) as cur:
-        cur.execute(_INSERT, columns)
-        return cur.fetchall()
+    return write_rows(session, _INSERT, columns)
 
 
 def get_memory(session: Session, user_id: str, memory_id: uuid.UUID) -> dict[str, Any] | None:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.model.embedders import StoreModel
 from shared.storage.rows import SectorVector
-from shared.storage.sector_models import StoreModel
 from shared.storage.vectors import swap_vectors
 
 

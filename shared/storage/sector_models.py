@@ -9,7 +9,6 @@ old model can land after the switch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -21,22 +20,12 @@ from shared.embedding import EmbeddingProvider
 from shared.errors import Conflict
 from shared.lifecycle.compression import dimension_ladder
 from shared.memory.sectors import SECTORS
+from shared.model.embedders import StoreModel
 from shared.storage import locks
 from shared.storage.locks import Lock
 from shared.storage.vector_index import vector_indexes_ddl
 
 SectorEmbedders = Mapping[str, EmbeddingProvider]
-
-
-@dataclass(frozen=True)
-class StoreModel:
-    provider: str
-    model: str
-    dim: int
-
-
-def of(embedder: EmbeddingProvider) -> StoreModel:
-    return StoreModel(embedder.name, embedder.model, embedder.dim)
 
 
 def per_sector(embedders: SectorEmbedders | EmbeddingProvider) -> dict[str, EmbeddingProvider]:
@@ -77,7 +66,7 @@ def _check(store: Mapping[str, StoreModel], embedders: Mapping[str, EmbeddingPro
         return
     groups: dict[tuple[StoreModel, StoreModel], list[str]] = {}
     for sector, (s, e) in wrong.items():
-        groups.setdefault((s, of(e)), []).append(sector)
+        groups.setdefault((s, StoreModel.of(e)), []).append(sector)
     described = "; ".join(
         f"{'every sector' if len(sectors) == len(SECTORS) else ', '.join(sectors)}: the store's vectors were made by "
         f"{s.provider} model {s.model!r} ({s.dim} dimensions), but the configured provider is {e.provider} model "

@@ -11,6 +11,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.db import write_rows
 from shared.storage import anchors
 from shared.storage.rows import RETURNED_SET, SectorVector
 
@@ -70,10 +71,7 @@ def copy_vectors(session: Session, rows: VectorRows, *, indexed: bool) -> None:
                 column.append(value)
     if not columns[0]:
         return
-    raw = session.connection().connection.driver_connection
-    assert raw is not None
-    with raw.cursor() as cur:
-        cur.execute(_INSERT, columns)
+    write_rows(session, _INSERT, columns)
 
 
 def _filed(session: Session, rows: Sequence[tuple[uuid.UUID, str, Mapping[str, SectorVector]]]) -> dict[int, int]:

@@ -10,7 +10,6 @@ from collections.abc import Generator
 from typing import IO, Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from services.gateway import metrics
@@ -24,14 +23,11 @@ from shared.api.jobs import JobPublic
 from shared.backpressure import Quota
 from shared.data import cancel, erasure, import_plan
 from shared.data.export import export_lines
-from shared.errors import Conflict, PayloadTooLarge
+from shared.errors import PayloadTooLarge
 from shared.jobs import EraseTenant, JobKind
 from shared.model.statuses import FINISHED_JOB
-from shared.storage import job_lookups, locks
-from shared.storage import jobs as job_store
 
 router = APIRouter(tags=["data"])
-IMPORT_RETRY_SECONDS = 10  # a second import of a tenant is refused while one runs: try again after this
 JSON_LINES = "application/x-ndjson"
 _IMPORT_BODY = {
     "requestBody": {
@@ -85,7 +81,7 @@ async def import_file(
     job that stores it (follow `status_url`), and which lines it skips or stores under another id, and why.
     Importing the same file again stores nothing twice; one import runs per tenant at a time (else 409)."""
     tenant = principal.tenant(user_id)
-    await run_in_threadpool(_one_import_at_a_time, state, tenant, None)  # before reading a byte of the file
+    await run_in_threadpool(_one_import_at_a_time, state, tenant)  # before reading a byte of the file
     await run_in_threadpool(state.limiter.charge, tenant, Quota.INGEST)
     limit = state.settings.import_max_bytes
     with tempfile.TemporaryFile(prefix="mnemoflow-import-") as spool:  # on disk: never the whole file in memory
@@ -125,33 +121,15 @@ async def import_file(
     )
 
 
-def _one_import_at_a_time(state: GatewayState, tenant: str, session: Session | None) -> None:
-    """Conflict (409, Retry-After) while another import of the tenant is read or its job has not ended: one tenant
-    cannot pile imports up. With `session` (the planning transaction): the tenant's import lock is taken too."""
-    if session is not None and not locks.try_hold_for_tenant(session, locks.Lock.IMPORT, tenant):
-        raise Conflict(
-            f"another import of user_id {tenant!r} is being read now: one import runs per tenant at a time; send "
-            "this file again once it has been answered",
-            retry_after=IMPORT_RETRY_SECONDS,
-        )
-    if session is None:
-        with state.db.reading(tenant) as reading:
-            running = job_lookups.unfinished_job(reading, tenant, JobKind.IMPORT)
-    else:
-        running = job_lookups.unfinished_job(session, tenant, JobKind.IMPORT)
-    if running is not None:
-        raise Conflict(
-            f"an import of user_id {tenant!r} is still running (job {running}): one import runs per tenant at a "
-            f"time; send this file again once GET /jobs/{running} says it ended (or cancel it: POST "
-            f"/jobs/{running}/cancel)",
-            details={"job_id": str(running)},
-            retry_after=IMPORT_RETRY_SECONDS,
-        )
+def _one_import_at_a_time(state: GatewayState, tenant: str) -> None:
+    """Before the file is read: 409 while another import of the tenant runs (`import_plan.one_at_a_time`)."""
+    with state.db.reading(tenant) as reading:
+        import_plan.one_at_a_time(reading, tenant, lock=False)
 
 
 def _plan(state: GatewayState, tenant: str, spool: IO[bytes], keep_ids: bool) -> import_plan.Planned:
     with state.unit_of_work(tenant) as work:
-        _one_import_at_a_time(state, tenant, work.session)
+        import_plan.one_at_a_time(work.session, tenant, lock=True)
         planned = import_plan.plan_import(
             work.session,
             tenant,
@@ -213,7 +191,7 @@ def erase_tenant(
     deadline = time.monotonic() + timeout
     while True:
         with state.maintenance.reading() as session:
-            job = job_store.get_job(session, job["id"]) or job
+            job = erasure.progress(session, job["id"]) or job
         if not wait or job["status"] in FINISHED_JOB or time.monotonic() > deadline:
             break
         time.sleep(0.25)

@@ -35,11 +35,9 @@ from shared.api.jobs import JobPublic
 from shared.backpressure import Quota
 from shared.errors import InvalidInput, MnemoflowError, PayloadTooLarge, RateLimited
 from shared.ingest import intake, sniff
-from shared.jobs import IngestDocument, JobKind
+from shared.jobs import JobKind
 from shared.memory.storable import check_pairs, check_storable
 from shared.model.statuses import DOCUMENT_ENDED, FINISHED_JOB
-from shared.storage import backlog
-from shared.storage.documents import UPLOAD_PART_BYTES
 
 router = APIRouter(prefix="/memory", tags=["ingest"])
 _UPLOAD_FORM = {
@@ -190,7 +188,7 @@ def _accept_file(
     limit = state.settings.ingest.max_bytes
     with tempfile.NamedTemporaryFile(prefix="mnemoflow-upload-") as spool:
         digest, size = hashlib.sha256(), 0
-        while block := source.read(UPLOAD_PART_BYTES):
+        while block := source.read(intake.UPLOAD_PART_BYTES):
             size += len(block)
             if size > limit:
                 raise _too_large(size, limit, more=True)
@@ -265,9 +263,9 @@ def _backlog_counted() -> Iterator[None]:
 def _queued(state: GatewayState, work: UnitOfWork, user_id: str, accepted: intake.Accepted) -> intake.Accepted:
     """Send the document's job once the acceptance commits (unless the document was already known), at the
     priority of its tenant's open work (this document's job, written, is counted in it)."""
-    if accepted.status != "existing" and accepted.job_id is not None:
-        priority = backlog.priority_of(work.session, user_id, 0, fair=state.settings.fair_queues)
-        work.enqueue(IngestDocument(job_id=accepted.job_id, user_id=user_id, priority=priority))
+    message = intake.ingest_message(work.session, user_id, accepted, fair=state.settings.fair_queues)
+    if message is not None:
+        work.enqueue(message)
         metrics.JOBS_ENQUEUED.labels(kind=JobKind.INGEST).inc()
     return accepted
 

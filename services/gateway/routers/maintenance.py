@@ -21,18 +21,13 @@ from shared.embedding.calls import EmbeddingFailed, embed_timed
 from shared.embedding.factory import embedder_for
 from shared.embedding.http import DimensionMismatch
 from shared.embedding.local import ModelUnavailable
-from shared.errors import InvalidInput, NotFound, ServiceUnavailable
+from shared.errors import InvalidInput, ServiceUnavailable
 from shared.jobs import JobKind, PlanReembed, RunDecayCycle
 from shared.lifecycle.decay_cycle import format_line
 from shared.memory.sectors import SECTORS
+from shared.model.embedders import StoreModel
 from shared.model.statuses import RUN_ENDED, RunStatus
-from shared.storage import decay_runs
-from shared.storage import embed_logs as embed_log_store
-from shared.storage import memories as memory_store
-from shared.storage import tenants as tenant_store
-from shared.storage import vectors as vector_store
-from shared.storage.rows import MemoryFilter
-from shared.storage.sector_models import StoreModel, current_models
+from shared.monitoring import store
 
 log = logging.getLogger("mnemoflow.gateway")
 router = APIRouter(prefix="/maintenance", tags=["maintenance"])
@@ -72,9 +67,9 @@ def start_reembed(
     """
     principal.require_admin()
     embedder = _target_embedder(state, body)
-    target = StoreModel(embedder.name, embedder.model, embedder.dim)
+    target = StoreModel.of(embedder)
     targets = dict.fromkeys(body.sectors or SECTORS, target)
-    previous = current_models(work.session)
+    previous = reembed.store_models(work.session)
     job_id = reembed.start_job(work.session, targets, chunk_size=state.settings.reembed_chunk_size)
     work.enqueue(PlanReembed(job_id=job_id))  # after the commit; if the broker is down, the sweeper sends it
     metrics.JOBS_ENQUEUED.labels(kind=JobKind.REEMBED).inc()
@@ -100,8 +95,7 @@ def embed_logs(
 ) -> dict[str, Any]:
     """The embedder's recent calls (newest first) and per-purpose totals of the last 24 hours."""
     principal.require_admin()
-    items = embed_log_store.recent_embed_logs(work.session, limit=limit, status=status_)
-    totals = embed_log_store.embed_log_totals(work.session, hours=24)
+    items, totals = store.embed_calls(work.session, limit=limit, status=status_)
     return {"items": items, "last_24h": totals}
 
 
@@ -131,7 +125,7 @@ def run_decay(
     principal.require_admin()
     ratio = body.ratio if body and body.ratio is not None else state.settings.decay.ratio
     with state.unit_of_work(store_wide=True) as work:
-        run_id = decay_runs.create_run(work.session, trigger="operator", ratio=ratio)
+        run_id = store.start_decay_run(work.session, ratio=ratio)
         # sent after the commit; if the broker is down, the run stays queued and the sweeper sends it
         work.enqueue(RunDecayCycle(run_id=run_id, ratio=ratio, trigger="operator"))
     metrics.JOBS_ENQUEUED.labels(kind="decay").inc()
@@ -139,8 +133,7 @@ def run_decay(
     deadline = time.monotonic() + timeout
     while True:
         with state.maintenance.reading() as session:
-            run = decay_runs.get_run(session, run_id)
-        assert run is not None
+            run = store.decay_run(session, run_id)
         if not wait or run["status"] in RUN_ENDED or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -153,10 +146,7 @@ def run_decay(
 def decay_run(run_id: uuid.UUID, work: WorkDep, principal: PrincipalDep) -> dict[str, Any]:
     """One decay cycle: status, counts so far (processed, changed, tiers, compressed, fingerprinted), timing."""
     principal.require_admin()
-    run = decay_runs.get_run(work.session, run_id)
-    if run is None:
-        raise NotFound(f"decay run {run_id} not found")
-    return _run_public(run)
+    return _run_public(store.decay_run(work.session, run_id))
 
 
 @router.get("/stats")
@@ -169,9 +159,7 @@ def lifecycle_stats(
     """Tier distribution, compression states, the fresh tier's backlog, and the recent decay runs, store-wide."""
     principal.require_admin()
     decay, compression, reinforcement = state.settings.decay, state.settings.compression, state.settings.reinforcement
-    stats = memory_store.lifecycle_stats(work.session, None)
-    recent = decay_runs.recent_runs(work.session, runs)
-    waiting = vector_store.fresh_by_sector(work.session)
+    stats, recent, waiting = store.lifecycle(work.session, runs)
     return {
         "tiers": {tier: stats[tier] for tier in ("hot", "warm", "cold")},
         "compression": {state_: stats[state_] for state_ in ("full", "compressed", "fingerprinted")},
@@ -202,7 +190,7 @@ def nonconforming_user_ids(work: WorkDep, principal: PrincipalDep) -> dict[str, 
     """Stored user ids that no request can name any more (rows made before the user_id rule): per table, the rows,
     how many such user ids and a few of them. A scan of each table."""
     principal.require_admin()
-    return {"rule": USER_ID_RULE, "tables": tenant_store.nonconforming_user_ids(work.session)}
+    return {"rule": USER_ID_RULE, "tables": store.unnamed_user_ids(work.session)}
 
 
 @router.get("/user-ids/memories", response_model=MemoryPage)
@@ -220,5 +208,5 @@ def memories_of_stored_user_id(
     """The memories of any stored user id, newest first, for the operator: how rows whose user id no request can
     name any more stay readable (to export them, or to check a rename)."""
     principal.require_admin()
-    rows, total = memory_store.list_memories(work.session, stored_user_id, offset=u, limit=l, where=MemoryFilter())
+    rows, total = store.memories_of_stored_user_id(work.session, stored_user_id, offset=u, limit=l)
     return MemoryPage(items=[MemoryPublic(**r) for r in rows], total=total, offset=u, limit=l)

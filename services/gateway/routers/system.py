@@ -19,11 +19,10 @@ from shared.api.common import UserId
 from shared.api.jobs import JobPublic
 from shared.errors import NotFound, public_message
 from shared.jobs import ALL_QUEUES
+from shared.memory import records
 from shared.memory import sectors as sector_rules
+from shared.model.embedders import StoreModel
 from shared.retrieval import stats as retrieval_stats
-from shared.storage import memories as memory_store
-from shared.storage import vectors as vector_store
-from shared.storage.sector_models import StoreModel, of
 
 router = APIRouter(tags=["system"])
 
@@ -57,7 +56,7 @@ async def health(state: StateDep, response: Response, caller: CallerDep) -> dict
             "workers": {"ok": workers_ok},
         }
     embedder = state.engine.embedder
-    configured = {sector: of(e) for sector, e in state.engine.embedders.items()}
+    configured = {sector: StoreModel.of(e) for sector, e in state.engine.embedders.items()}
     store_models: dict[str, StoreModel] = reading.store_models
     store_model = store_models.get("semantic")
     return {
@@ -97,9 +96,7 @@ def sectors(state: StateDep, work: WorkDep, principal: PrincipalDep, user_id: Us
     fresh-tier backlog, injection and retrieval-blindness rates of its recent queries, and the memories by decay
     tier and compression state."""
     tenant = principal.tenant(user_id)
-    stats = {row["sector"]: row for row in memory_store.sector_stats(work.session, tenant)}
-    backlog = sum(vector_store.fresh_by_sector(work.session, tenant).values())
-    lifecycle = memory_store.lifecycle_stats(work.session, tenant)
+    stats, backlog, lifecycle = records.sector_overview(work.session, tenant)
     try:
         retrieval = retrieval_stats.summary(state.redis, tenant, days=state.settings.retrieval_stats_days)
     except redis.RedisError as exc:

@@ -17,8 +17,9 @@ from shared.embedding.synthetic import SyntheticEmbedder
 from shared.errors import Conflict
 from shared.memory.engine import MemoryEngine
 from shared.memory.sectors import SECTORS
+from shared.model.embedders import StoreModel
 from shared.retrieval.service import Retriever
-from shared.storage.sector_models import StoreModel, current_models, guard_store_model
+from shared.storage.sector_models import current_models, guard_store_model
 from shared.tenancy import DbRole
 from tests.integration.helpers import search
 
