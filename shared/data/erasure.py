@@ -31,7 +31,7 @@ from shared.embedding.cache import tenant_key_pattern as query_cache_pattern
 from shared.embedding.reembed import SYSTEM_TENANT
 from shared.errors import Conflict, NotFound
 from shared.jobs import JobKind
-from shared.model.statuses import JobStatus
+from shared.model.statuses import JobPhase, JobStatus
 from shared.retrieval import stats as retrieval_stats
 from shared.retrieval.hot_rows import tenant_key_pattern as row_cache_pattern
 from shared.storage import bm25, erasure, leases
@@ -104,7 +104,7 @@ class _Eraser:
         if n:
             self.deleted[table] = self.deleted.get(table, 0) + n
             with self.store.session() as session:
-                job_store.merge_result(session, self.job_id, {"deleted": self.deleted, "phase": "deleting"})
+                job_store.merge_result(session, self.job_id, {"deleted": self.deleted, "phase": JobPhase.DELETING})
                 if table != "embed_logs":  # the progress counts the tenant's rows
                     erasure.add_done(session, self.job_id, n)
 
@@ -115,7 +115,7 @@ class _Eraser:
                 found = erasure.counts(session, self.tenant, tables)
                 total = sum(n for table, n in found.items() if table not in erasure.CASCADED)
                 erasure.set_total(session, self.job_id, total)
-                job_store.merge_result(session, self.job_id, {"total": total, "phase": "deleting"})
+                job_store.merge_result(session, self.job_id, {"total": total, "phase": JobPhase.DELETING})
         self.cancel_jobs()
         for table in tables:
             if not self.erase(table, tables):
@@ -138,7 +138,7 @@ class _Eraser:
                 session,
                 self.job_id,
                 status=JobStatus.SUCCEEDED,
-                result={"phase": "done", "deleted": self.deleted, "left": {}},
+                result={"phase": JobPhase.DONE, "deleted": self.deleted, "left": {}},
             )
             erasure.forget_tenant_of_job(session, self.job_id)
         log.info("erasure %s done: %s", self.job_id, self.deleted)

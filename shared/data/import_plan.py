@@ -22,7 +22,7 @@ from shared.data import lines
 from shared.errors import Conflict, InvalidInput
 from shared.jobs import ChunkSpec, ImportChunk, JobKind
 from shared.memory.limits import InputLimits
-from shared.model.statuses import DocumentStatus, JobStatus
+from shared.model.statuses import DocumentStatus, JobPhase, JobStatus
 from shared.storage import job_lookups, locks, transfer
 from shared.storage import jobs as job_store
 from shared.text import hash_normalized, normalize_content
@@ -310,7 +310,9 @@ def plan_import(
     job_store.grow_job(session, planner.job_id, more_total=total, params=params)
     finished = not messages
     if finished:  # nothing but documents (or nothing at all): done now
-        job_store.finish_job(session, planner.job_id, status=JobStatus.SUCCEEDED, result={"phase": "done"} | counts)
+        job_store.finish_job(
+            session, planner.job_id, status=JobStatus.SUCCEEDED, result={"phase": JobPhase.DONE} | counts
+        )
     return Planned(
         job_id=planner.job_id,
         source_user_id=header.user_id,

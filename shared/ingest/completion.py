@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from shared.model.statuses import DocumentStatus, JobStatus
+from shared.model.statuses import DocumentStatus, JobPhase, JobStatus
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 
@@ -34,7 +34,7 @@ def finish_document(session: Session, job_id: uuid.UUID) -> str:
     totals = job_store.chunk_totals(session, job_id)
     stages = {**(document["meta"].get("stages_ms") or {}), **{k: totals.get(k, 0) for k in EMBED_STAGES}}
     document_store.set_status(session, document["id"], DocumentStatus.DONE, meta={"stages_ms": stages})
-    result = {"phase": "done", "chunks": document["chunk_count"], "stages_ms": stages, "next_links": links}
+    result = {"phase": JobPhase.DONE, "chunks": document["chunk_count"], "stages_ms": stages, "next_links": links}
     job_store.finish_job(session, job_id, status=JobStatus.SUCCEEDED, result=result)
     log_document(document, outcome="done", chunks=document["chunk_count"], stages=stages)
     return JobStatus.SUCCEEDED

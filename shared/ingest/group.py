@@ -23,6 +23,7 @@ from shared.ingest import extract_group, sniff
 from shared.ingest.elements import Extracted
 from shared.ingest.formats import Format, Kind
 from shared.ingest.sandbox import limits_for
+from shared.model.statuses import JobPhase
 from shared.storage import documents as document_store
 from shared.storage import leases
 
@@ -78,7 +79,7 @@ def claim_companions(session: Any, settings: Settings, document: dict[str, Any],
         [other["job_id"] for other in found],
         owner=owner,
         ttl=settings.job_lease_seconds,
-        result={"phase": "extracting", "grouped": True},
+        result={"phase": JobPhase.EXTRACTING, "grouped": True},
     )
     by_id = {job["id"]: job for job in jobs}
     claimed = [

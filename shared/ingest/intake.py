@@ -22,7 +22,7 @@ from shared.ingest import Format, Kind, check_declared, check_url, extras
 from shared.ingest.formats import SUPPORTED
 from shared.ingest.params import IngestParams
 from shared.jobs import IngestDocument, JobKind
-from shared.model.statuses import DocumentStatus
+from shared.model.statuses import DocumentStatus, JobPhase
 from shared.storage import backlog
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
@@ -218,7 +218,7 @@ def _accept(
         idempotency_key=None,
     )
     document_store.attach_job(session, document_id, job_id, restart=restart)
-    job_store.merge_result(session, job_id, {"phase": "queued", "document_id": str(document_id)})
+    job_store.merge_result(session, job_id, {"phase": JobPhase.QUEUED, "document_id": str(document_id)})
     if stage is not None:
         stage(document_id)
     return Accepted(document_id, job_id, "retried" if restart else "queued", DocumentStatus.QUEUED, fields["fmt"])

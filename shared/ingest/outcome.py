@@ -15,7 +15,7 @@ from shared.config import Settings
 from shared.errors import MnemoflowError, UpstreamFailed
 from shared.ingest.completion import log_document
 from shared.jobs import StoreChunk
-from shared.model.statuses import DocumentStatus, JobStatus
+from shared.model.statuses import DocumentStatus, JobPhase, JobStatus
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 
@@ -64,7 +64,7 @@ def record(
     # Back to queued, the lease given back: if the retry's message is lost too, the sweeper's "sent but never
     # claimed" rule finds it.
     document_store.set_status(session, document["id"], DocumentStatus.QUEUED, error=message)
-    job_store.merge_result(session, job_id, {"phase": "retrying", "attempt": attempts}, error=message)
+    job_store.merge_result(session, job_id, {"phase": JobPhase.RETRYING, "attempt": attempts}, error=message)
     return IngestOutcome("retry", retry_in=min(60.0, 2.0**attempts), error=message, stages_ms=stages)
 
 
@@ -72,6 +72,6 @@ def fail(session: Any, document: dict[str, Any], job_id: uuid.UUID, message: str
     document_store.set_status(session, document["id"], DocumentStatus.FAILED, error=message, meta={"stages_ms": stages})
     document_store.delete_upload(session, document["id"])
     job_store.finish_job(
-        session, job_id, status=JobStatus.FAILED, result={"phase": "failed", "stages_ms": stages}, error=message
+        session, job_id, status=JobStatus.FAILED, result={"phase": JobPhase.FAILED, "stages_ms": stages}, error=message
     )
     log_document(document, outcome=f"failed ({message})", chunks=0, stages=stages)

@@ -40,14 +40,14 @@ from shared.ingest.outcome import IngestOutcome
 from shared.ingest.sandbox import limits_for
 from shared.jobs import ChunkItem, Classified, Placement, StoreChunk, plan_chunks
 from shared.memory import sectors as sector_rules
-from shared.model.statuses import DocumentStatus, JobStatus
+from shared.model.statuses import DocumentStatus, JobPhase, JobStatus
 from shared.storage import backlog, cancels, leases
 from shared.storage import documents as document_store
 from shared.storage import jobs as job_store
 from shared.text import normalize_content
 
 _OPEN = (DocumentStatus.QUEUED, DocumentStatus.EXTRACTING)
-_EXTRACTING = {"phase": "extracting"}
+_EXTRACTING = {"phase": JobPhase.EXTRACTING}
 TokenCount = Callable[[Sequence[str]], list[int]]  # each text's tokens for the embedding model
 
 
@@ -315,7 +315,7 @@ def _plan(
     cost = specs_cost(specs) - DOCUMENT_WINDOWS
     priority = backlog.priority_of(session, current["user_id"], cost, fair=settings.fair_queues)
     job_store.add_chunks(session, job_id, specs, priority=priority)
-    planned = {"phase": "embedding", "chunks": len(items), "format": prepared.fmt.value, "bytes": prepared.size}
+    planned = {"phase": JobPhase.EMBEDDING, "chunks": len(items), "format": prepared.fmt.value, "bytes": prepared.size}
     job_store.grow_job(session, job_id, more_total=len(items), params={}, result=planned)
     document_store.set_status(
         session,
@@ -342,7 +342,7 @@ def _duplicate(
         document_store.set_status(
             session, document["id"], DocumentStatus.DUPLICATE, duplicate_of=other, meta={"stages_ms": stages}
         )
-        result = {"phase": "duplicate", "duplicate_of": str(other), "stages_ms": stages}
+        result = {"phase": JobPhase.DUPLICATE, "duplicate_of": str(other), "stages_ms": stages}
         job_store.finish_job(session, job_id, status=JobStatus.SUCCEEDED, result=result)
     log_document(document, outcome=f"duplicate of {other}", chunks=0, stages=stages)
     return IngestOutcome("duplicate", stages_ms=stages)

@@ -20,6 +20,21 @@ OPEN_JOB = (JobStatus.QUEUED, JobStatus.RUNNING)
 FINISHED_JOB = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
+class JobPhase(StrEnum):
+    """Where a job is within its status, kept in its result's `phase` (a document's job: queued, extracting,
+    embedding, then done, duplicate or failed; retrying between attempts; an erasure: deleting, then done)."""
+
+    QUEUED = "queued"
+    EXTRACTING = "extracting"
+    EMBEDDING = "embedding"
+    RETRYING = "retrying"
+    DELETING = "deleting"
+    DONE = "done"
+    DUPLICATE = "duplicate"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
 class ChunkStatus(StrEnum):
     """A row of `job_chunks`: pending until stored (done), failed for good, or cancelled with its job."""
 

@@ -1,4 +1,4 @@
-"""A job's, chunk's, document's or decay run's status, and a job's kind, are written with their enums
+"""A job's, chunk's, document's or decay run's status, a job's kind and phase, are written with their enums
 (`shared.model.statuses`, `shared.jobs.JobKind`), never as string literals, outside the vocabularies themselves and
 the API schemas (whose `Literal` types are the API's words)."""
 
@@ -8,16 +8,17 @@ import ast
 from pathlib import Path
 
 from shared.jobs import JobKind
-from shared.model.statuses import ChunkStatus, DocumentStatus, JobStatus, RunStatus
+from shared.model.statuses import ChunkStatus, DocumentStatus, JobPhase, JobStatus, RunStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 STATUSES = {str(s) for enum in (JobStatus, ChunkStatus, DocumentStatus, RunStatus) for s in enum}
 KINDS = {str(kind) for kind in JobKind}
+PHASES = {str(phase) for phase in JobPhase}
 EXEMPT = ("shared/model/", "shared/api/", "shared/jobs.py")
 MARKER = "# API words"  # a line that fills an API schema's `Literal` (mypy takes no enum member for it)
 
 
-VOCABULARIES = {"status": STATUSES, "kind": KINDS}  # a name, attribute or key -> the words it takes
+VOCABULARIES = {"status": STATUSES, "kind": KINDS, "phase": PHASES}  # a name, attribute or key -> the words it takes
 
 
 def _named(node: ast.AST) -> str | None:
@@ -69,15 +70,17 @@ if job["status"] == "succeeded": pass
 if run.status in ("queued", "running"): pass
 finish(job_id, status="failed" if broken else "succeeded")
 row = {"status": "cancelled", "phase": "done"}
-note = {"phase": "queued"}  # a phase, not a status
+note = {"phase": "queued"}
 accepted(status="queued")  # API words
 if job["kind"] == "batch" or kind in ("ingest",): pass
 """
     assert sorted(w for _, w in status_literals(source)) == [
         "batch",
         "cancelled",
+        "done",
         "failed",
         "ingest",
+        "queued",
         "queued",
         "running",
         "succeeded",
