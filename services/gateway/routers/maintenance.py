@@ -26,7 +26,7 @@ from shared.jobs import JobKind, PlanReembed, RunDecayCycle
 from shared.lifecycle.decay_cycle import format_line
 from shared.memory.sectors import SECTORS
 from shared.model.embedders import StoreModel
-from shared.model.statuses import RUN_ENDED, RunStatus
+from shared.model.statuses import RUN_ENDED, JobStatus, RunStatus
 from shared.monitoring import store
 
 log = logging.getLogger("mnemoflow.gateway")
@@ -77,7 +77,7 @@ def start_reembed(
     response.headers["Location"] = f"/jobs/{job_id}"
     return {
         "job_id": str(job_id),
-        "status": RunStatus.QUEUED,
+        "status": JobStatus.QUEUED,
         "sectors": list(targets),
         "from": {sector: asdict(previous[sector]) for sector in targets if sector in previous},
         "to": asdict(target),
