@@ -1,5 +1,6 @@
 """What the operator reads of the whole store (`/maintenance/*`): its tiers and the fresh tier's backlog, decay runs,
-the embedder's calls, the user ids no request can name; on a store-wide session."""
+the embedder's calls, the user ids no request can name (their memories: `memory.records.memories_page`); on a
+store-wide session."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from shared.storage import embed_logs as embed_log_store
 from shared.storage import memories as memory_store
 from shared.storage import tenants as tenant_store
 from shared.storage import vectors as vector_store
-from shared.storage.rows import MemoryFilter
 
 
 def lifecycle(session: Session, runs: int) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, int]]:
@@ -49,10 +49,3 @@ def embed_calls(
 def unnamed_user_ids(session: Session) -> dict[str, dict[str, Any]]:
     """Per table, the stored user ids no request can name any more (made before the user_id rule)."""
     return tenant_store.nonconforming_user_ids(session)
-
-
-def memories_of_stored_user_id(
-    session: Session, stored_user_id: str, *, offset: int, limit: int
-) -> tuple[list[dict[str, Any]], int]:
-    """The memories of any stored user id, newest first, and how many it has."""
-    return memory_store.list_memories(session, stored_user_id, offset=offset, limit=limit, where=MemoryFilter())

@@ -24,6 +24,7 @@ from shared.embedding.local import ModelUnavailable
 from shared.errors import InvalidInput, ServiceUnavailable
 from shared.jobs import JobKind, PlanReembed, RunDecayCycle
 from shared.lifecycle.decay_cycle import format_line
+from shared.memory import records
 from shared.memory.sectors import SECTORS
 from shared.model.embedders import StoreModel
 from shared.model.statuses import RUN_ENDED, JobStatus, RunStatus
@@ -208,5 +209,5 @@ def memories_of_stored_user_id(
     """The memories of any stored user id, newest first, for the operator: how rows whose user id no request can
     name any more stay readable (to export them, or to check a rename)."""
     principal.require_admin()
-    rows, total = store.memories_of_stored_user_id(work.session, stored_user_id, offset=u, limit=l)
+    rows, total = records.memories_page(work.session, stored_user_id, offset=u, limit=l)
     return MemoryPage(items=[MemoryPublic(**r) for r in rows], total=total, offset=u, limit=l)
